@@ -1,0 +1,3 @@
+from toolloop_cli.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Canonical JSON, the hashes bound into every record, and their verification."""

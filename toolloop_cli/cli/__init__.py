@@ -1,0 +1,50 @@
+"""The command line: the only place that imports Typer or Rich, prints, or picks an exit code."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from toolloop_cli import __version__
+
+from . import approvals, inspect, registry, run
+
+app = typer.Typer(
+    name="toolloop",
+    help="Run LLM tool-calling loops safely: persisted, approvable, verifiable.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"toolloop {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """toolloop: tool-calling loops as a finite state machine with a local store."""
+
+
+app.command("run")(run.run)
+app.command("resume")(run.resume)
+app.command("step")(run.step)
+app.command("approve")(approvals.approve)
+app.command("pending")(approvals.pending)
+app.command("show")(inspect.show)
+app.command("runs")(inspect.runs)
+app.add_typer(registry.app, name="registry")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,82 @@
+"""``approve`` and ``pending``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from toolloop_cli import operations
+from toolloop_cli.store import open_store
+
+from . import render
+from .exits import run_guarded
+from .options import DEFAULT_STORE, JsonOpt, StoreOpt, TenantOpt
+from .run import _progress, finish
+
+
+def approve(
+    approval_id: Annotated[str, typer.Argument(help="Approval id (apr_…).")],
+    subject: Annotated[str, typer.Option("--as", help="Who decides (a policy approver).")],
+    deny: Annotated[bool, typer.Option("--deny", help="Deny instead of approve.")] = False,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why (sent on denial).")] = None,
+    then_resume: Annotated[
+        bool, typer.Option("--resume", help="Resume the operation after deciding.")
+    ] = False,
+    tenant: TenantOpt = None,
+    store_path: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+) -> None:
+    """Record a decision on one pending approval (the first decision stands)."""
+
+    def body() -> int:
+        store = open_store(store_path)
+        apr = operations.approve(
+            store, approval_id, subject, deny=deny, reason=reason, tenant=tenant
+        )
+        if then_resume:
+            result = operations.resume(
+                store, apr.operation_id, tenant=tenant, on_event=_progress(as_json)
+            )
+            return finish(store, result, as_json, store_path, {"decision": apr.model_dump()})
+        if as_json:
+            render.emit_json({"decision": apr.model_dump(), "operation_id": apr.operation_id})
+        else:
+            render.out.print(
+                Text.assemble(
+                    (apr.status, "bold"),
+                    f" {apr.approval_id} ({apr.tool}, call {apr.call_id}) by {apr.decided_by}",
+                )
+            )
+            render.out.print(f"  next: toolloop resume {apr.operation_id}")
+        return 0
+
+    run_guarded(as_json, body)
+
+
+def pending(
+    tenant: TenantOpt = None,
+    store_path: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+) -> None:
+    """List approvals waiting for a decision."""
+
+    def body() -> int:
+        store = open_store(store_path)
+        rows = store.pending_approvals(tenant)
+        if as_json:
+            render.emit_json({"pending": [a.model_dump() for a in rows]})
+            return 0
+        table = Table(title=f"{len(rows)} pending approval(s)", title_justify="left")
+        for col in ("approval id", "operation", "tool", "call id", "requested by", "expires at"):
+            table.add_column(col, overflow="fold")
+        for a in rows:
+            table.add_row(
+                a.approval_id, a.operation_id, a.tool, a.call_id, a.requested_by, a.expires_at
+            )
+        render.out.print(table)
+        return 0
+
+    run_guarded(as_json, body)

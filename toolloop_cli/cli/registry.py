@@ -1,0 +1,55 @@
+"""``registry check FILE``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from toolloop_cli.errors import RegistryError
+from toolloop_cli.tools.registry import load_registry
+
+from . import render
+from .exits import run_guarded
+from .options import JsonOpt
+
+app = typer.Typer(help="Work with tool registries.", no_args_is_help=True)
+
+
+@app.command("check")
+def check(
+    path: Annotated[Path, typer.Argument(help="Registry YAML file.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Validate a registry and print every problem with its YAML path (exit 2 if any)."""
+
+    def body() -> int:
+        try:
+            registry = load_registry(path)
+        except RegistryError as exc:
+            if not as_json:
+                for where, problem in exc.problems:
+                    render.err.print(Text(f"{path}: {where or '<document>'}: {problem}"))
+                render.err.print(Text(f"{len(exc.problems)} problem(s)", style="bold red"))
+                raise SystemExit(2) from None
+            raise
+        if as_json:
+            render.emit_json(
+                {
+                    "registry": registry.name,
+                    "revision": registry.revision,
+                    "sha256": registry.sha256,
+                    "tools": list(registry.tools),
+                    "problems": [],
+                }
+            )
+        else:
+            render.out.print(
+                f"{path}: ok — registry {registry.name}@{registry.revision}, "
+                f"{len(registry.tools)} tool(s), {registry.sha256}"
+            )
+        return 0
+
+    run_guarded(as_json, body)

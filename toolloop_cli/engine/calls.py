@@ -1,0 +1,439 @@
+"""The call steps: VALIDATING, WAITING_APPROVAL, EXECUTING and RESULTS_READY.
+
+A side-effecting call's intent (state EXECUTING, with its idempotency key) is committed
+before its handler starts and its result right after it returns, so a crash in between
+leaves a call that ``execute`` reconciles through the key instead of running it blindly.
+"""
+
+from __future__ import annotations
+
+from toolloop_cli.errors import ApprovalError, StoreError, TamperedStore
+
+from . import envelopes
+from .clock import iso, later, parse_iso
+from .context import Deps, call_to, save_counters, stop, transition
+from .ids import arguments_digest, idempotency_key, new_approval_id
+from .records import ApprovalRecord, CallRecord, OperationRecord
+from .states import CALL_HAS_RESULT, CallState, OpState
+from .types import CallContext, ResultForModel, ToolExecution, ToolInfo
+
+C = CallState
+
+
+def _turn_calls(deps: Deps, op: OperationRecord) -> list[CallRecord]:
+    if op.current_turn is None:
+        raise StoreError(f"operation {op.operation_id} has no current turn")
+    return deps.store.calls(op.operation_id, op.current_turn)
+
+
+# -- VALIDATING --------------------------------------------------------------------------------
+
+
+def validate(deps: Deps, op: OperationRecord) -> OperationRecord:
+    """Check every proposal against the registry; decide run, wait, or answer with an error."""
+    with deps.store.transaction():
+        allowed = 0
+        for call in _turn_calls(deps, op):
+            if call.state is not C.PROPOSED:
+                continue
+            tool = deps.toolbox.lookup(call.name)
+            if tool is None:
+                call_to(
+                    deps,
+                    call,
+                    C.INVALID,
+                    "unknown tool",
+                    model_result=envelopes.unknown_tool(call.name),
+                )
+                continue
+            problem = _argument_problem(deps, tool, call)
+            if problem is not None:
+                call_to(deps, call, C.INVALID, "invalid arguments", model_result=problem)
+                continue
+            if op.counters.tool_calls + allowed >= op.guards.max_tool_calls:
+                reason = (
+                    f"budget max_tool_calls: limit {op.guards.max_tool_calls} reached "
+                    f"({op.counters.tool_calls} calls run)"
+                )
+                return stop(deps, op, OpState.BUDGET_EXHAUSTED, reason)
+            assert call.arguments is not None
+            key = idempotency_key(
+                op.operation_id, tool.name, tool.schema_version, call.arguments, tool.key_fields
+            )
+            call = _bind(deps, call, tool, key)
+            if _reuse_done_intent(deps, op, call, tool):
+                continue
+            allowed += 1
+            if tool.needs_approval:
+                _request_approval(deps, op, call, tool)
+            else:
+                call_to(deps, call, C.APPROVED, "allowed by policy (approval: never)")
+        states = {c.state for c in _turn_calls(deps, op)}
+        if C.WAITING_APPROVAL in states:
+            return transition(deps, op, OpState.WAITING_APPROVAL, "waiting for approval")
+        if C.APPROVED in states:
+            return transition(deps, op, OpState.EXECUTING)
+        return transition(deps, op, OpState.RESULTS_READY, "no call to run")
+
+
+def _argument_problem(deps: Deps, tool: ToolInfo, call: CallRecord) -> dict[str, object] | None:
+    size = len(call.raw_arguments.encode("utf-8"))
+    if size > tool.max_argument_bytes:
+        return envelopes.arguments_too_large(size, tool.max_argument_bytes)
+    if call.arguments is None:
+        return envelopes.invalid_json(call.argument_error or "not a JSON object")
+    problems = deps.toolbox.validate(tool.name, call.arguments)
+    if problems:
+        return envelopes.invalid_arguments(problems)
+    return None
+
+
+def _bind(deps: Deps, call: CallRecord, tool: ToolInfo, key: str) -> CallRecord:
+    """Record the key, digest and tool revision on the call (state unchanged)."""
+    new = call.model_copy(
+        update={
+            "idempotency_key": key,
+            "arguments_sha256": arguments_digest(call.arguments),
+            "tool_sha256": tool.sha256,
+        }
+    )
+    deps.store.save_call(new, call.state)
+    return new
+
+
+def _reuse_done_intent(deps: Deps, op: OperationRecord, call: CallRecord, tool: ToolInfo) -> bool:
+    """A side effect already done under this key is not done again: DUPLICATE, same result."""
+    if not tool.side_effecting or call.idempotency_key is None:
+        return False
+    for earlier in deps.store.calls_with_key(op.operation_id, call.idempotency_key):
+        if earlier.call_id != call.call_id and earlier.state in (C.SUCCEEDED, C.RECONCILED):
+            result = dict(earlier.model_result or {})
+            result["duplicate_of"] = earlier.call_id
+            call_to(
+                deps, call, C.DUPLICATE, f"same intent as {earlier.call_id}", model_result=result
+            )
+            return True
+    return False
+
+
+def _request_approval(deps: Deps, op: OperationRecord, call: CallRecord, tool: ToolInfo) -> None:
+    now = deps.clock.now()
+    approval = ApprovalRecord(
+        approval_id=new_approval_id(),
+        operation_id=op.operation_id,
+        response_id=call.response_id,
+        call_id=call.call_id,
+        tool=tool.name,
+        tenant=op.tenant,
+        requested_by=op.subject,
+        status="PENDING",
+        arguments_sha256=call.arguments_sha256 or "",
+        policy_revision=deps.toolbox.policy_revision,
+        tool_sha256=tool.sha256,
+        requested_at=deps.now_iso(),
+        expires_at=iso(later(now, deps.toolbox.approval_ttl_s)),
+    )
+    deps.store.insert_approval(approval)
+    call_to(deps, call, C.WAITING_APPROVAL, "approval: always", approval_id=approval.approval_id)
+    deps.on_event("approval", {"approval_id": approval.approval_id, "call_id": call.call_id})
+
+
+# -- WAITING_APPROVAL ----------------------------------------------------------------------------
+
+
+def collect_decisions(deps: Deps, op: OperationRecord) -> tuple[OperationRecord, str | None]:
+    """Apply recorded decisions, re-validating each approved call; None when all are settled."""
+    waiting: list[str] = []
+    with deps.store.transaction():
+        now = deps.clock.now()
+        for call in _turn_calls(deps, op):
+            if call.state is not C.WAITING_APPROVAL or call.approval_id is None:
+                continue
+            apr = deps.store.get_approval(call.approval_id)
+            expired = now >= parse_iso(apr.expires_at)
+            if apr.status == "PENDING" and not expired:
+                waiting.append(apr.approval_id)
+            elif apr.status == "PENDING" or (apr.status == "APPROVED" and expired):
+                if apr.status == "PENDING":
+                    deps.store.decide_approval(apr.approval_id, "EXPIRED", None, iso(now), None)
+                call_to(
+                    deps,
+                    call,
+                    C.EXPIRED,
+                    "approval expired",
+                    model_result=envelopes.expired(apr.expires_at),
+                )
+            elif apr.status == "DENIED":
+                result = envelopes.denied(apr.decided_by, apr.reason)
+                call_to(deps, call, C.DENIED, f"denied by {apr.decided_by}", model_result=result)
+            elif apr.status == "APPROVED":
+                _revalidate(deps, call, apr)
+                call_to(deps, call, C.APPROVED, f"approved by {apr.decided_by}")
+            else:
+                raise TamperedStore(f"approval {apr.approval_id} has unknown status {apr.status!r}")
+        if waiting:
+            return op, "waiting for approval: " + ", ".join(waiting)
+        states = {c.state for c in _turn_calls(deps, op)}
+        if C.APPROVED in states:
+            return transition(deps, op, OpState.EXECUTING, "decisions recorded"), None
+        return transition(deps, op, OpState.RESULTS_READY, "no approved call to run"), None
+
+
+def _revalidate(deps: Deps, call: CallRecord, apr: ApprovalRecord) -> None:
+    """Everything an approval was given for must still hold when the call is about to run."""
+    digest = arguments_digest(call.arguments)
+    if digest != apr.arguments_sha256 or digest != call.arguments_sha256:
+        raise TamperedStore(
+            f"call {call.call_id}: stored arguments no longer match the approved digest "
+            f"{apr.arguments_sha256}"
+        )
+    if apr.policy_revision != deps.toolbox.policy_revision:
+        raise ApprovalError(
+            f"approval {apr.approval_id} was given under policy {apr.policy_revision}, "
+            f"the registry now has {deps.toolbox.policy_revision}: the call was not run"
+        )
+    tool = deps.toolbox.lookup(call.name)
+    if tool is None or tool.sha256 != apr.tool_sha256:
+        change = "was removed" if tool is None else "changed"
+        raise ApprovalError(
+            f"tool {call.name} {change} in the registry since approval {apr.approval_id} "
+            "was requested: the call was not run"
+        )
+    assert call.arguments is not None
+    problems = deps.toolbox.validate(call.name, call.arguments)
+    if problems:
+        raise ApprovalError(f"call {call.call_id} no longer validates: {'; '.join(problems)}")
+
+
+# -- EXECUTING ----------------------------------------------------------------------------------
+
+
+def execute(deps: Deps, op: OperationRecord) -> OperationRecord:
+    """Run every approved call of the turn, each intent and result in its own commit."""
+    for call in _turn_calls(deps, op):
+        if call.state is C.APPROVED:
+            op = _run_call(deps, op, call)
+        elif call.state is C.EXECUTING:
+            op = _recover_call(deps, op, call)
+    with deps.store.transaction():
+        op = deps.store.get_operation(op.operation_id)
+        unknown = [c.call_id for c in _turn_calls(deps, op) if c.state is C.UNKNOWN_OUTCOME]
+        if unknown:
+            reason = (
+                "outcome unknown for call(s) " + ", ".join(unknown) + ": the side effect may have "
+                "happened and the downstream could not confirm it; check it, then resume with "
+                "--force-continue"
+            )
+            return transition(deps, op, OpState.ESCALATED, reason)
+        return transition(deps, op, OpState.RESULTS_READY)
+
+
+def _context(deps: Deps, op: OperationRecord, call: CallRecord) -> CallContext:
+    return CallContext(
+        operation_id=op.operation_id,
+        call_id=call.call_id,
+        idempotency_key=call.idempotency_key or "",
+        tenant=op.tenant,
+        subject=op.subject,
+        deadline=parse_iso(op.deadline_at).timestamp(),
+    )
+
+
+def _run_call(deps: Deps, op: OperationRecord, call: CallRecord) -> OperationRecord:
+    with deps.store.transaction():
+        counters = op.counters.model_copy(update={"tool_calls": op.counters.tool_calls + 1})
+        op = save_counters(deps, op, counters=counters)
+        call = call_to(deps, call, C.EXECUTING, "intent committed", started_at=deps.now_iso())
+    deps.failpoint("after_intent_commit")
+    assert call.arguments is not None
+    execution = deps.toolbox.execute(call.name, call.arguments, _context(deps, op, call))
+    deps.failpoint("after_effect_before_result_commit")
+    with deps.store.transaction():
+        _record_execution(deps, op, call, execution)
+    return op
+
+
+def _recover_call(deps: Deps, op: OperationRecord, call: CallRecord) -> OperationRecord:
+    """A call left EXECUTING by a crash: reconcile a side effect, re-run a read."""
+    tool = deps.toolbox.lookup(call.name)
+    assert call.arguments is not None
+    if tool is not None and tool.side_effecting:
+        reconciled = deps.toolbox.reconcile(call.name, call.arguments, _context(deps, op, call))
+        if reconciled is not None:
+            with deps.store.transaction():
+                _record_reconciled(deps, op, call, reconciled)
+            return op
+        if not tool.has_reconcile:
+            with deps.store.transaction():
+                call_to(
+                    deps,
+                    call,
+                    C.UNKNOWN_OUTCOME,
+                    "interrupted while running; the tool has no reconcile handler",
+                    protected_audit={"interrupted": True},
+                )
+            return op
+    with deps.store.transaction():
+        call = call_to(deps, call, C.EXECUTING, "re-run: the downstream has no record of the key")
+    deps.failpoint("after_intent_commit")
+    assert call.arguments is not None
+    execution = deps.toolbox.execute(call.name, call.arguments, _context(deps, op, call))
+    deps.failpoint("after_effect_before_result_commit")
+    with deps.store.transaction():
+        _record_execution(deps, op, call, execution)
+    return op
+
+
+def _record_execution(
+    deps: Deps, op: OperationRecord, call: CallRecord, execution: ToolExecution
+) -> None:
+    audit: dict[str, object] = {
+        "status": execution.status,
+        "error": execution.error,
+        "result_bytes": execution.result_bytes,
+        "duration_ms": round(execution.duration_ms, 3),
+    }
+    done = deps.now_iso()
+    match execution.status:
+        case "ok":
+            call_to(
+                deps,
+                call,
+                C.SUCCEEDED,
+                None,
+                model_result=envelopes.ok(execution.value),
+                protected_audit=audit,
+                finished_at=done,
+            )
+        case "tool_error":
+            result = envelopes.error("tool_error", execution.error or "the tool reported an error")
+            call_to(
+                deps,
+                call,
+                C.FAILED,
+                "tool error",
+                model_result=result,
+                protected_audit=audit,
+                finished_at=done,
+            )
+        case "timed_out":
+            _record_timeout(deps, op, call, execution, audit, done)
+        case "result_too_large" | "invalid_result":
+            result = envelopes.error(execution.status, execution.error or execution.status)
+            call_to(
+                deps,
+                call,
+                C.FAILED,
+                execution.status,
+                model_result=result,
+                protected_audit=audit,
+                finished_at=done,
+            )
+        case _:
+            result = envelopes.error("tool_failed", "the tool failed; the operator has the details")
+            call_to(
+                deps,
+                call,
+                C.FAILED,
+                "handler raised",
+                model_result=result,
+                protected_audit=audit,
+                finished_at=done,
+            )
+
+
+def _record_timeout(
+    deps: Deps,
+    op: OperationRecord,
+    call: CallRecord,
+    execution: ToolExecution,
+    audit: dict[str, object],
+    done: str,
+) -> None:
+    tool = deps.toolbox.lookup(call.name)
+    if tool is None or not tool.side_effecting:
+        result = envelopes.error("timeout", execution.error or "the tool timed out")
+        call_to(
+            deps,
+            call,
+            C.TIMED_OUT,
+            "timed out",
+            model_result=result,
+            protected_audit=audit,
+            finished_at=done,
+        )
+        return
+    call = call_to(deps, call, C.UNKNOWN_OUTCOME, "side effect timed out", protected_audit=audit)
+    assert call.arguments is not None
+    reconciled = deps.toolbox.reconcile(call.name, call.arguments, _context(deps, op, call))
+    if reconciled is not None:
+        _record_reconciled(deps, op, call, reconciled)
+
+
+def _record_reconciled(
+    deps: Deps, op: OperationRecord, call: CallRecord, reconciled: ToolExecution
+) -> None:
+    audit = {"reconciled": True, "status": reconciled.status, "error": reconciled.error}
+    if reconciled.status == "ok":
+        call_to(
+            deps,
+            call,
+            C.RECONCILED,
+            "downstream confirmed the key",
+            model_result=envelopes.ok(reconciled.value),
+            protected_audit=audit,
+            finished_at=deps.now_iso(),
+        )
+    elif call.state is C.EXECUTING:
+        call_to(deps, call, C.UNKNOWN_OUTCOME, "reconcile failed", protected_audit=audit)
+
+
+# -- RESULTS_READY ------------------------------------------------------------------------------
+
+
+def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
+    """Render the turn's results table for the provider and queue the next model request."""
+    calls = _turn_calls(deps, op)
+    table: dict[tuple[str, str], ResultForModel] = {}
+    for call in calls:
+        if call.state not in CALL_HAS_RESULT or call.model_result is None:
+            raise StoreError(f"call {call.call_id} is {call.state.value} and has no result")
+        key = (call.response_id, call.call_id)
+        if key in table:
+            raise TamperedStore(f"two results for call {call.call_id}")
+        table[key] = ResultForModel(
+            response_id=call.response_id,
+            call_id=call.call_id,
+            name=call.name,
+            is_error=envelopes.is_error(call.model_result),
+            content=call.model_result,
+        )
+    items = deps.adapter.result_items([table[(c.response_id, c.call_id)] for c in calls])
+    with deps.store.transaction():
+        deps.store.append_items(op.operation_id, items)
+        return transition(deps, op, OpState.MODEL_REQUESTED, f"{len(calls)} result(s) sent back")
+
+
+# -- operator decisions -------------------------------------------------------------------------
+
+
+def force_continue(deps: Deps, op: OperationRecord) -> OperationRecord:
+    """An operator's audited decision to continue an ESCALATED operation.
+
+    Calls whose outcome is unknown are not run again: the model is told their outcome is
+    unknown. Calls that never ran are run; otherwise the results go back to the model.
+    """
+    with deps.store.transaction():
+        calls = _turn_calls(deps, op) if op.current_turn is not None else []
+        for call in calls:
+            if call.state is C.UNKNOWN_OUTCOME:
+                result = envelopes.error(
+                    "outcome_unknown",
+                    "the outcome of this call is unknown; an operator chose to continue "
+                    "without running it again",
+                )
+                call_to(deps, call, C.FAILED, "operator forced continue", model_result=result)
+        calls = _turn_calls(deps, op) if op.current_turn is not None else []
+        if any(c.state in (C.APPROVED, C.EXECUTING) for c in calls):
+            return transition(deps, op, OpState.EXECUTING, "operator forced continue")
+        return transition(deps, op, OpState.RESULTS_READY, "operator forced continue")

@@ -1,0 +1,96 @@
+"""``step()`` makes exactly one operation transition and persists it; ``run()`` steps on.
+
+Each state has one step function. A step reads what it needs from the store, does at most
+one kind of side effect (a model request, or the tool calls of one turn, each call's intent
+and result committed around its handler), and commits the operation's new state in the same
+transaction as the rows that justify it. A process killed at any line resumes from the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toolloop_cli.errors import ToolloopError
+
+from . import calls as call_steps
+from .clock import parse_iso
+from .context import Deps, stop
+from .model_turn import request_model
+from .records import OperationRecord
+from .states import OpState, is_terminal
+
+
+class OperationTerminal(ToolloopError):
+    """The operation is in a terminal state: there is nothing to step or resume."""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step did: ``source -> target``; ``waiting`` says why nothing could change."""
+
+    source: OpState
+    target: OpState
+    operation: OperationRecord
+    waiting: str | None = None
+
+
+def step(deps: Deps, operation_id: str) -> StepResult:
+    """Make exactly one transition of the operation (or report why none can happen yet)."""
+    op = deps.store.get_operation(operation_id)
+    source = op.state
+    if is_terminal(source):
+        raise OperationTerminal(
+            f"operation {operation_id} is {source.value} (terminal): nothing to do, nothing was run"
+        )
+    if source is not OpState.MODEL_REQUESTED and deps.clock.now() >= parse_iso(op.deadline_at):
+        with deps.store.transaction():
+            op = stop(deps, op, OpState.BUDGET_EXHAUSTED, deadline_reason(op))
+        return StepResult(source, op.state, op)
+    match source:
+        case OpState.MODEL_REQUESTED:
+            op = request_model(deps, op)
+        case OpState.VALIDATING:
+            op = call_steps.validate(deps, op)
+        case OpState.WAITING_APPROVAL:
+            op, waiting = call_steps.collect_decisions(deps, op)
+            if waiting:
+                return StepResult(source, op.state, op, waiting=waiting)
+        case OpState.EXECUTING:
+            op = call_steps.execute(deps, op)
+        case OpState.RESULTS_READY:
+            op = call_steps.send_back(deps, op)
+        case _:  # pragma: no cover - terminal states are handled above
+            raise OperationTerminal(f"operation {operation_id} is {source.value}")
+    deps.on_event("transition", {"source": source.value, "target": op.state.value})
+    return StepResult(source, op.state, op)
+
+
+def run(deps: Deps, operation_id: str, max_steps: int = 1_000_000) -> StepResult:
+    """Step until the operation is terminal or waits for a human; return the last step."""
+    for _ in range(max_steps):
+        last = step(deps, operation_id)
+        if is_terminal(last.target) or last.waiting:
+            return last
+    raise ToolloopError(f"operation {operation_id} did not settle in {max_steps} steps")
+
+
+def resume(deps: Deps, operation_id: str, force_continue: bool = False) -> StepResult:
+    """Continue a paused or interrupted operation; ESCALATED needs ``force_continue``."""
+    op = deps.store.get_operation(operation_id)
+    if op.state is OpState.ESCALATED:
+        if not force_continue:
+            raise OperationTerminal(
+                f"operation {operation_id} is ESCALATED ({op.reason}); nothing was run. "
+                "An operator may continue it with --force-continue"
+            )
+        call_steps.force_continue(deps, op)
+    elif is_terminal(op.state):
+        raise OperationTerminal(
+            f"operation {operation_id} is already {op.state.value}: nothing to resume, "
+            "nothing was run"
+        )
+    return run(deps, operation_id)
+
+
+def deadline_reason(op: OperationRecord) -> str:
+    return f"budget deadline_s: limit {op.guards.deadline_s:g} s reached at {op.deadline_at}"

@@ -1,0 +1,186 @@
+"""The MODEL_REQUESTED step: guards, one request, and the answer's classification."""
+
+from __future__ import annotations
+
+from toolloop_cli.audit.canonical import sha256_hex, sha256_of
+from toolloop_cli.errors import AdapterError, MalformedProviderPayload, TranscriptError
+
+from .clock import parse_iso
+from .context import Deps, save_counters, stop, transition
+from .records import CallRecord, OperationRecord, TurnRecord
+from .states import CallState, OpState
+from .types import ApiError, HttpRequest, HttpResponse, ModelSettings, ModelTurn, TurnOutcome
+
+#: Backoff between retries: base * 2**attempt, capped, with full jitter.
+BACKOFF_BASE_S = 0.5
+BACKOFF_CAP_S = 30.0
+
+
+def request_model(deps: Deps, op: OperationRecord) -> OperationRecord:
+    """Send the conversation to the model and persist its classified answer."""
+    guard = _budget_tripped(deps, op)
+    if guard is not None:
+        with deps.store.transaction():
+            return stop(deps, op, OpState.BUDGET_EXHAUSTED, guard)
+    settings = ModelSettings(**op.settings)
+    conversation = deps.store.conversation(op.operation_id)
+    request = deps.adapter.build_request(conversation, deps.toolbox.specs(), settings)
+    request_sha = sha256_of(request.body)
+    deps.on_event("request", {"turn": op.counters.requests, "request_sha256": request_sha})
+    deps.failpoint("before_model_request")
+    turn, body = _exchange(deps, request)
+    idx = op.counters.requests
+    record = TurnRecord(
+        operation_id=op.operation_id,
+        idx=idx,
+        response_id=turn.response_id,
+        outcome=turn.outcome,
+        finish_reason=turn.finish_reason,
+        text=turn.text,
+        detail=turn.detail,
+        request_sha256=request_sha,
+        response_sha256=sha256_hex(body),
+        usage=turn.usage,
+        error=turn.error,
+        created_at=deps.now_iso(),
+    )
+    duplicate = _duplicate_call_id(turn)
+    if duplicate is not None:
+        turn = ModelTurn(
+            outcome=TurnOutcome.API_FAILURE,
+            response_id=turn.response_id,
+            finish_reason=turn.finish_reason,
+            error=ApiError(type="malformed_payload", message=duplicate),
+            detail=duplicate,
+        )
+        record = record.model_copy(
+            update={"outcome": turn.outcome, "detail": duplicate, "error": turn.error}
+        )
+    with deps.store.transaction():
+        deps.store.insert_turn(record, len(conversation), body)
+        op = _count(deps, op, turn)
+        op = _apply_outcome(deps, op, turn, idx)
+    if op.state is OpState.MODEL_REQUESTED:
+        _backoff(deps, op, turn)
+    return op
+
+
+def _exchange(deps: Deps, request: HttpRequest) -> tuple[ModelTurn, bytes]:
+    """One request/answer; transport and payload errors become API_FAILURE turns."""
+    try:
+        response = deps.transport.send(request)
+    except TranscriptError as exc:
+        return _failure(None, "transcript", str(exc), retryable=False), b""
+    except AdapterError as exc:
+        return _failure(exc.status, "transport", str(exc), exc.retryable), b""
+    try:
+        turn = deps.adapter.parse_response(response)
+    except MalformedProviderPayload as exc:
+        return _failure(response.status, "malformed_payload", str(exc), False), _body(response)
+    except AdapterError as exc:
+        return _failure(exc.status, "adapter", str(exc), exc.retryable), _body(response)
+    return turn, _body(response)
+
+
+def _body(response: HttpResponse) -> bytes:
+    return response.body if response.chunks is None else b""
+
+
+def _failure(status: int | None, kind: str, message: str, retryable: bool) -> ModelTurn:
+    return ModelTurn(
+        outcome=TurnOutcome.API_FAILURE,
+        error=ApiError(status=status, type=kind, message=message, retryable=retryable),
+        detail=message,
+    )
+
+
+def _duplicate_call_id(turn: ModelTurn) -> str | None:
+    seen: set[str] = set()
+    for call in turn.calls:
+        if call.call_id in seen:
+            return f"the response proposes call id {call.call_id!r} twice"
+        seen.add(call.call_id)
+    return None
+
+
+def _budget_tripped(deps: Deps, op: OperationRecord) -> str | None:
+    guards, counters = op.guards, op.counters
+    if deps.clock.now() >= parse_iso(op.deadline_at):
+        return f"budget deadline_s: limit {guards.deadline_s:g} s reached at {op.deadline_at}"
+    if counters.turns >= guards.max_turns:
+        return f"budget max_turns: limit {guards.max_turns} reached ({counters.turns} turns)"
+    return None
+
+
+def _count(deps: Deps, op: OperationRecord, turn: ModelTurn) -> OperationRecord:
+    counters = op.counters.model_copy(
+        update={
+            "requests": op.counters.requests + 1,
+            "turns": op.counters.turns + (turn.outcome is not TurnOutcome.API_FAILURE),
+            "input_tokens": op.counters.input_tokens + turn.usage.input_tokens,
+            "output_tokens": op.counters.output_tokens + turn.usage.output_tokens,
+        }
+    )
+    return save_counters(deps, op, counters=counters)
+
+
+def _apply_outcome(deps: Deps, op: OperationRecord, turn: ModelTurn, idx: int) -> OperationRecord:
+    """Persist what the answer means (inside the turn's transaction)."""
+    match turn.outcome:
+        case TurnOutcome.FINAL_TEXT:
+            deps.store.append_items(op.operation_id, turn.output_items)
+            return transition(
+                deps, op, OpState.COMPLETED, turn.finish_reason, final_text=turn.text or ""
+            )
+        case TurnOutcome.REFUSAL:
+            return transition(deps, op, OpState.REFUSED, turn.detail or turn.text or "refused")
+        case TurnOutcome.TRUNCATED:
+            reason = turn.detail or f"truncated ({turn.finish_reason})"
+            return transition(deps, op, OpState.INCOMPLETE, reason)
+        case TurnOutcome.API_FAILURE:
+            return _after_failure(deps, op, turn)
+        case TurnOutcome.TOOL_PROPOSALS:
+            deps.store.append_items(op.operation_id, turn.output_items)
+            response_id = turn.response_id or f"turn-{idx}"
+            for seq, proposed in enumerate(turn.calls):
+                deps.store.insert_call(
+                    CallRecord(
+                        operation_id=op.operation_id,
+                        turn_idx=idx,
+                        seq=seq,
+                        response_id=response_id,
+                        call_id=proposed.call_id,
+                        name=proposed.name,
+                        raw_arguments=proposed.raw_arguments,
+                        arguments=proposed.arguments,
+                        argument_error=proposed.argument_error,
+                        state=CallState.PROPOSED,
+                    )
+                )
+            reason = f"{len(turn.calls)} call(s) proposed"
+            return transition(deps, op, OpState.VALIDATING, reason, current_turn=idx)
+
+
+def _after_failure(deps: Deps, op: OperationRecord, turn: ModelTurn) -> OperationRecord:
+    error = turn.error or ApiError(message=turn.detail or "API failure")
+    what = error.message or error.type or "API failure"
+    if error.retryable and op.counters.retries < op.guards.max_retries:
+        counters = op.counters.model_copy(update={"retries": op.counters.retries + 1})
+        reason = f"retry {counters.retries}/{op.guards.max_retries} after: {what}"
+        return transition(deps, op, OpState.MODEL_REQUESTED, reason, counters=counters)
+    if error.retryable:
+        what = f"retries exhausted ({op.guards.max_retries}): {what}"
+    return transition(deps, op, OpState.FAILED, what)
+
+
+def _backoff(deps: Deps, op: OperationRecord, turn: ModelTurn) -> None:
+    """Wait before a retry: the provider's retry-after, else capped exponential with jitter."""
+    attempt = op.counters.retries
+    delay = deps.rng.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt))
+    if turn.error is not None and turn.error.retry_after_s is not None:
+        delay = max(delay, turn.error.retry_after_s)
+    remaining = (parse_iso(op.deadline_at) - deps.clock.now()).total_seconds()
+    delay = max(0.0, min(delay, remaining))
+    if delay:
+        deps.on_event("backoff", {"seconds": delay})
+        deps.sleep(delay)

@@ -1,0 +1,139 @@
+"""The interfaces the engine calls. Implementations live outside the engine."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Protocol
+
+from .records import ApprovalRecord, CallRecord, OperationRecord, TurnRecord
+from .states import CallState, OpState
+from .types import (
+    CallContext,
+    HttpRequest,
+    HttpResponse,
+    JSONObject,
+    ModelSettings,
+    ModelTurn,
+    ResultForModel,
+    ToolExecution,
+    ToolInfo,
+    ToolSpec,
+)
+
+
+class ModelAdapter(Protocol):
+    """One provider API family. Stateless: the conversation is handed in every time.
+
+    - ``start`` returns the conversation items for a new task;
+    - ``build_request`` turns the conversation so far into the exact request to send;
+    - ``parse_response`` classifies an answer into a ``ModelTurn``; it raises
+      ``MalformedProviderPayload`` for an answer without the documented shape, and never
+      returns calls from a turn that is not ``TOOL_PROPOSALS``;
+    - ``result_items`` renders the results of one turn in the provider's return shape, in the
+      order given; it is handed exactly one result per call of that turn.
+    """
+
+    provider: str
+    api_family: str
+    revision: str
+
+    def start(self, task: str, settings: ModelSettings) -> list[JSONObject]: ...
+
+    def build_request(
+        self,
+        conversation: Sequence[JSONObject],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings,
+    ) -> HttpRequest: ...
+
+    def parse_response(self, response: HttpResponse) -> ModelTurn: ...
+
+    def result_items(self, results: Sequence[ResultForModel]) -> list[JSONObject]: ...
+
+
+class Transport(Protocol):
+    """Sends a request and returns the answer: live HTTP, or a recording played back.
+
+    Raises ``AdapterError`` (retryable or not) for a request that got no answer, and
+    ``TranscriptError`` when a recording has no answer left.
+    """
+
+    name: str
+
+    def send(self, request: HttpRequest) -> HttpResponse: ...
+
+
+class Toolbox(Protocol):
+    """The registry as the engine uses it: lookup by exact name, validation, execution."""
+
+    @property
+    def registry_sha256(self) -> str: ...
+
+    @property
+    def policy_revision(self) -> str: ...
+
+    @property
+    def approval_ttl_s(self) -> int: ...
+
+    def specs(self) -> list[ToolSpec]: ...
+
+    def lookup(self, name: str) -> ToolInfo | None: ...
+
+    def validate(self, name: str, arguments: JSONObject) -> list[str]: ...
+
+    def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution: ...
+
+    def reconcile(
+        self, name: str, arguments: JSONObject, context: CallContext
+    ) -> ToolExecution | None: ...
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+class StorePort(Protocol):
+    """The writes and reads the engine makes; every write inside ``transaction()``."""
+
+    def transaction(self) -> AbstractContextManager[None]: ...
+
+    def get_operation(self, operation_id: str, tenant: str | None = None) -> OperationRecord: ...
+
+    def insert_operation(self, op: OperationRecord) -> None: ...
+
+    def save_operation(self, op: OperationRecord, expected_state: OpState) -> None: ...
+
+    def log_transition(
+        self,
+        operation_id: str,
+        kind: str,
+        source: str | None,
+        target: str,
+        at: str,
+        reason: str | None = None,
+        call_id: str | None = None,
+    ) -> None: ...
+
+    def conversation(self, operation_id: str) -> list[JSONObject]: ...
+
+    def append_items(self, operation_id: str, items: Sequence[JSONObject]) -> None: ...
+
+    def insert_turn(self, turn: TurnRecord, request_items: int, response_body: bytes) -> None: ...
+
+    def insert_call(self, call: CallRecord) -> None: ...
+
+    def save_call(self, call: CallRecord, expected_state: CallState) -> None: ...
+
+    def calls(self, operation_id: str, turn_idx: int | None = None) -> list[CallRecord]: ...
+
+    def calls_with_key(self, operation_id: str, idempotency_key: str) -> list[CallRecord]: ...
+
+    def insert_approval(self, apr: ApprovalRecord) -> None: ...
+
+    def get_approval(self, approval_id: str, tenant: str | None = None) -> ApprovalRecord: ...
+
+    def decide_approval(
+        self, approval_id: str, status: str, by: str | None, at: str, reason: str | None
+    ) -> None: ...

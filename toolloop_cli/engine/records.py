@@ -1,0 +1,139 @@
+"""What the store keeps about an operation, as neutral records the engine reads and writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .states import CallState, OpState
+from .types import ApiError, JSONObject, TurnOutcome, Usage
+
+
+class Guards(BaseModel):
+    """The loop guards of one operation, fixed when it starts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_turns: int = 20
+    max_tool_calls: int = 50
+    max_retries: int = 3
+    deadline_s: float = 86_400.0
+    max_result_bytes: int = 65_536
+
+
+class Counters(BaseModel):
+    """Budget counters, persisted with the operation so resumes never reset them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    requests: int = 0  # model requests sent, retries included
+    turns: int = 0  # model answers that were not API failures
+    tool_calls: int = 0  # handler runs started
+    retries: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class OperationRecord(BaseModel):
+    """One business task from start to its terminal state."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    operation_id: str
+    state: OpState
+    task: str
+    provider: str
+    api_family: str
+    model: str
+    transport: str
+    adapter_revision: str
+    tenant: str
+    subject: str
+    registry_name: str
+    registry_revision: str
+    registry_path: str
+    registry_sha256: str
+    policy_revision: str
+    settings: JSONObject
+    source: JSONObject = Field(default_factory=dict)  # transcript path or live base URL
+    guards: Guards
+    counters: Counters
+    current_turn: int | None = None
+    final_text: str | None = None
+    reason: str | None = None
+    created_at: str
+    updated_at: str
+    deadline_at: str
+
+
+class TurnRecord(BaseModel):
+    """One model request and its classified answer (a retry is a turn of its own)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    operation_id: str
+    idx: int
+    response_id: str | None
+    outcome: TurnOutcome
+    finish_reason: str | None
+    text: str | None = None
+    detail: str | None = None
+    request_sha256: str
+    response_sha256: str
+    usage: Usage = Field(default_factory=Usage)
+    error: ApiError | None = None
+    created_at: str
+
+
+class CallRecord(BaseModel):
+    """One proposed tool call, its checks and its result."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    operation_id: str
+    turn_idx: int
+    seq: int
+    response_id: str
+    call_id: str
+    name: str
+    raw_arguments: str
+    arguments: JSONObject | None
+    argument_error: str | None = None
+    state: CallState
+    idempotency_key: str | None = None
+    arguments_sha256: str | None = None
+    tool_sha256: str | None = None
+    approval_id: str | None = None
+    model_result: JSONObject | None = None
+    protected_audit: JSONObject | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+class ApprovalRecord(BaseModel):
+    """A request for one human decision over one call's exact arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approval_id: str
+    operation_id: str
+    response_id: str
+    call_id: str
+    tool: str
+    tenant: str
+    requested_by: str
+    status: str  # PENDING | APPROVED | DENIED | EXPIRED
+    arguments_sha256: str
+    policy_revision: str
+    tool_sha256: str
+    requested_at: str
+    expires_at: str
+    decided_by: str | None = None
+    decided_at: str | None = None
+    reason: str | None = None
+
+
+def jsonable(record: BaseModel) -> dict[str, Any]:
+    """A record as plain JSON values (enums as strings)."""
+    return record.model_dump(mode="json")

@@ -1,0 +1,184 @@
+"""Neutral types the engine works with; adapters translate provider shapes into these.
+
+Invariants the adapters keep:
+- ``ProposedCall.call_id`` is the id the provider expects back with the result (OpenAI
+  ``call_id``, Anthropic ``tool_use.id``, Gemini ``function_call.id``), never an item id;
+- ``ProposedCall.raw_arguments`` is the exact argument text the provider sent (for providers
+  that send an object, its JSON text as received); ``arguments`` is only set when that text
+  parsed as a JSON object, and is never repaired;
+- a turn whose ``outcome`` is not ``TOOL_PROPOSALS`` has its calls executed by nobody.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+JSONObject = dict[str, Any]
+
+
+class TurnOutcome(StrEnum):
+    """What a model turn amounts to, whatever the provider called it."""
+
+    FINAL_TEXT = "FINAL_TEXT"  # explicit successful completion with text
+    TOOL_PROPOSALS = "TOOL_PROPOSALS"  # one or more tool calls, complete
+    REFUSAL = "REFUSAL"  # the provider or model refused
+    TRUNCATED = "TRUNCATED"  # max tokens, content filter, context window, cut stream
+    API_FAILURE = "API_FAILURE"  # an error answer (HTTP or in-body)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Usage(_Model):
+    """Token counts as the provider reported them (0 when it did not)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+
+
+class ApiError(_Model):
+    """A provider error, classified. ``message`` is for debugging only, never business state."""
+
+    status: int | None = None
+    type: str | None = None
+    code: str | None = None
+    message: str = ""
+    retryable: bool = False
+    retry_after_s: float | None = None
+
+
+class ProposedCall(_Model):
+    """One tool call as the model proposed it."""
+
+    call_id: str
+    name: str
+    raw_arguments: str
+    arguments: JSONObject | None = None
+    argument_error: str | None = None
+    item_id: str | None = None
+
+
+class ModelTurn(_Model):
+    """One parsed model answer."""
+
+    outcome: TurnOutcome
+    response_id: str | None = None
+    finish_reason: str | None = None
+    text: str | None = None
+    calls: tuple[ProposedCall, ...] = ()
+    usage: Usage = Field(default_factory=Usage)
+    error: ApiError | None = None
+    model: str | None = None
+    #: provider conversation items this answer adds (carried forward unchanged; opaque here)
+    output_items: tuple[JSONObject, ...] = ()
+    #: why a TRUNCATED / REFUSAL / API_FAILURE happened, in words for an operator
+    detail: str | None = None
+
+
+class ToolSpec(_Model):
+    """A tool as declared to a model."""
+
+    name: str
+    description: str = ""
+    parameters: JSONObject
+
+
+class ResultForModel(_Model):
+    """The ``model_result`` projection of one call's result, ready to render for a provider."""
+
+    response_id: str
+    call_id: str
+    name: str
+    is_error: bool
+    content: JSONObject
+
+
+class ModelSettings(_Model):
+    """What an adapter needs, beyond the conversation, to build a request."""
+
+    model: str
+    max_output_tokens: int | None = None
+    stream: bool = False
+    instructions: str | None = None
+
+
+class HttpRequest(_Model):
+    """A provider request: the transport adds credentials, the body is exact JSON."""
+
+    method: str = "POST"
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: JSONObject
+
+
+@dataclass
+class HttpResponse:
+    """A provider answer: status, headers (lower-case names) and the body bytes.
+
+    A streamed answer has ``chunks`` (an iterator of raw byte chunks) instead of ``body``.
+    """
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    chunks: Iterator[bytes] | None = None
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "")
+
+    def read(self) -> bytes:
+        """The whole body (drains ``chunks`` when streamed)."""
+        if self.chunks is not None:
+            self.body = b"".join(self.chunks)
+            self.chunks = None
+        return self.body
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    """What the engine needs to know of a registered tool (the registry owns the rest)."""
+
+    name: str
+    schema_version: str
+    side_effecting: bool
+    needs_approval: bool
+    key_fields: tuple[str, ...] | None
+    sha256: str
+    max_argument_bytes: int
+    has_reconcile: bool
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """The trusted context a handler runs under (never taken from model output)."""
+
+    operation_id: str
+    call_id: str
+    idempotency_key: str
+    tenant: str
+    subject: str
+    deadline: float  # epoch seconds
+
+
+@dataclass(frozen=True)
+class ToolExecution:
+    """How one handler run ended. ``status`` is one of EXECUTION_STATUSES."""
+
+    status: str
+    value: Any = None
+    error: str | None = None
+    result_bytes: int = 0
+    duration_ms: float = 0.0
+
+
+EXECUTION_STATUSES = frozenset(
+    {"ok", "tool_error", "failed", "timed_out", "result_too_large", "invalid_result"}
+)

@@ -1,0 +1,112 @@
+"""The exceptions toolloop raises, as one tree.
+
+Every error an operator can cause or meet is a ``ToolloopError``; the CLI turns
+each into exit code 2 and one line on stderr. Anything else escaping is a bug.
+
+    ToolloopError
+      UsageError                 bad flags, paths or ids
+      RegistryError              .problems: list of (yaml_path, message)
+      TranscriptError            malformed cassette, unknown provider URI, exhausted recording
+      AdapterError               .provider, .status, .retryable; raised ``from`` the foreign error
+        MalformedProviderPayload a provider answer that does not have the documented shape
+      IllegalTransition          the state machine refused from -> to
+      StoreError                 the store cannot be opened or written
+        TamperedStore            a stored value no longer matches its hash; never repaired
+      ApprovalError              expired, wrong approver, already decided, digest or policy mismatch
+        AlreadyDecided           a second decision on the same approval
+      OperationNotFound          no such operation (or approval) for this tenant
+
+Control-flow signals raised by tool handlers (``ToolError``) are not part of this
+tree: they are a handler's way to report a business error to the model.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AdapterError",
+    "AlreadyDecided",
+    "ApprovalError",
+    "IllegalTransition",
+    "MalformedProviderPayload",
+    "OperationNotFound",
+    "RegistryError",
+    "StoreError",
+    "TamperedStore",
+    "ToolloopError",
+    "TranscriptError",
+    "UsageError",
+]
+
+
+class ToolloopError(Exception):
+    """Base of every error toolloop reports to an operator."""
+
+
+class UsageError(ToolloopError):
+    """Bad flags, paths, ids or option values."""
+
+
+class RegistryError(ToolloopError):
+    """A registry file that cannot be used; ``problems`` lists each one with its YAML path."""
+
+    def __init__(self, path: str, problems: list[tuple[str, str]]) -> None:
+        self.path = path
+        self.problems = problems
+        first = f"{problems[0][0]}: {problems[0][1]}" if problems else "invalid registry"
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(f"registry {path}: {first}{more}")
+
+
+class TranscriptError(ToolloopError):
+    """A cassette that cannot be read, or a recording that ran out of responses."""
+
+
+class AdapterError(ToolloopError):
+    """A provider exchange that failed; carries what an operator needs to judge it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status: int | None = None,
+        retryable: bool = False,
+    ) -> None:
+        self.provider = provider
+        self.status = status
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class MalformedProviderPayload(AdapterError):
+    """A provider answer that does not have the documented shape; never retried, never repaired."""
+
+
+class IllegalTransition(ToolloopError):
+    """The state machine refused a transition that is not in its table."""
+
+    def __init__(self, kind: str, source: str, target: str) -> None:
+        self.kind = kind
+        self.source = source
+        self.target = target
+        super().__init__(f"illegal {kind} transition {source} -> {target}")
+
+
+class StoreError(ToolloopError):
+    """The store cannot be opened, migrated or written."""
+
+
+class TamperedStore(StoreError):
+    """A stored value no longer matches the hash it was committed with."""
+
+
+class ApprovalError(ToolloopError):
+    """An approval decision that is not allowed: wrong approver, expired, mismatched."""
+
+
+class AlreadyDecided(ApprovalError):
+    """The approval already has a decision; the first one stands."""
+
+
+class OperationNotFound(ToolloopError):
+    """No operation or approval with that id is visible to this tenant."""

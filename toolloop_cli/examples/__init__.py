@@ -1,0 +1,1 @@
+"""Example tool handlers used by the shipped registries, the demo and the tests."""

@@ -1,0 +1,219 @@
+"""The library API behind the commands: start, step, resume, approve, and read operations.
+
+Each function opens nothing and prints nothing: it is handed a store and returns records,
+so the CLI stays a thin layer and programs can drive toolloop without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toolloop_cli.engine import loop
+from toolloop_cli.engine.clock import SystemClock, iso, later, parse_iso
+from toolloop_cli.engine.context import Deps
+from toolloop_cli.engine.ids import new_operation_id
+from toolloop_cli.engine.ports import Clock, Transport
+from toolloop_cli.engine.records import ApprovalRecord, Counters, Guards, OperationRecord
+from toolloop_cli.engine.states import OpState, is_terminal
+from toolloop_cli.engine.types import ModelSettings
+from toolloop_cli.errors import AlreadyDecided, ApprovalError, UsageError
+from toolloop_cli.store import Store
+from toolloop_cli.tools.registry import Registry, load_registry
+from toolloop_cli.wiring import (
+    base_url,
+    deps_for,
+    live_transport,
+    make_adapter,
+    transcript_transport,
+)
+
+EventSink = Callable[[str, dict[str, object]], None]
+
+
+@dataclass
+class RunOptions:
+    """What ``toolloop run`` starts an operation with."""
+
+    task: str
+    registry: Path
+    transcript: Path | None = None
+    provider: str | None = None
+    model: str | None = None
+    tenant: str = "default"
+    subject: str = "operator"
+    guards: Guards = field(default_factory=Guards)
+    stream: bool = False
+    max_output_tokens: int | None = None
+
+
+def start(
+    store: Store,
+    options: RunOptions,
+    *,
+    clock: Clock | None = None,
+    on_event: EventSink | None = None,
+    transport: Transport | None = None,
+) -> loop.StepResult:
+    """Create an operation and run it until it ends or waits for a human."""
+    registry = load_registry(options.registry)
+    op, transport = _new_operation(store, options, registry, clock or SystemClock(), transport)
+    deps = deps_for(store, op, registry, clock=clock, on_event=on_event, transport=transport)
+    with store.transaction():
+        store.insert_operation(op)
+        store.log_transition(op.operation_id, "operation", None, op.state.value, op.created_at)
+        items = deps.adapter.start(options.task, ModelSettings(**op.settings))
+        store.append_items(op.operation_id, items)
+    return loop.run(deps, op.operation_id)
+
+
+def _new_operation(
+    store: Store,
+    options: RunOptions,
+    registry: Registry,
+    clock: Clock,
+    transport: Transport | None,
+) -> tuple[OperationRecord, Transport]:
+    if (options.transcript is None) == (options.provider is None):
+        raise UsageError("give exactly one of --transcript CASSETTE or --provider NAME")
+    source: dict[str, object]
+    if options.transcript is not None:
+        path = options.transcript.resolve()
+        replay, (provider, api_family) = transcript_transport(path)
+        transport = transport or replay
+        model = options.model or _recorded_model(replay) or "recorded"
+        source = {"transcript": str(path)}
+        transport_name = "transcript"
+    else:
+        assert options.provider is not None
+        if not options.model:
+            raise UsageError("--model is required with --provider")
+        provider, model = options.provider, options.model
+        transport = transport or live_transport(provider)
+        api_family = "responses"
+        source = {"base_url": base_url(provider)}
+        transport_name = "live"
+    adapter = make_adapter(provider, api_family, str(source.get("base_url") or "") or None)
+    now = clock.now()
+    settings = ModelSettings(
+        model=model, stream=options.stream, max_output_tokens=options.max_output_tokens
+    )
+    op = OperationRecord(
+        operation_id=new_operation_id(),
+        state=OpState.MODEL_REQUESTED,
+        task=options.task,
+        provider=provider,
+        api_family=api_family,
+        model=model,
+        transport=transport_name,
+        adapter_revision=adapter.revision,
+        tenant=options.tenant,
+        subject=options.subject,
+        registry_name=registry.name,
+        registry_revision=registry.revision,
+        registry_path=str(registry.path.resolve()),
+        registry_sha256=registry.sha256,
+        policy_revision=registry.policy.revision,
+        settings=settings.model_dump(exclude_none=True),
+        source=source,
+        guards=options.guards,
+        counters=Counters(),
+        created_at=iso(now),
+        updated_at=iso(now),
+        deadline_at=iso(later(now, options.guards.deadline_s)),
+    )
+    return op, transport
+
+
+def _recorded_model(transport: Transport) -> str | None:
+    model = getattr(transport, "recorded_model", None)
+    return model() if callable(model) else None
+
+
+def open_operation(
+    store: Store,
+    operation_id: str,
+    *,
+    tenant: str | None = None,
+    clock: Clock | None = None,
+    on_event: EventSink | None = None,
+    transport: Transport | None = None,
+) -> Deps:
+    """The dependencies to step an existing operation, from what the store recorded."""
+    op = store.get_operation(operation_id, tenant)
+    registry = load_registry(op.registry_path)
+    return deps_for(store, op, registry, clock=clock, on_event=on_event, transport=transport)
+
+
+def step(store: Store, operation_id: str, **kwargs: object) -> loop.StepResult:
+    """Exactly one transition."""
+    _refuse_terminal(store, operation_id, kwargs.get("tenant"))
+    return loop.step(open_operation(store, operation_id, **kwargs), operation_id)  # type: ignore[arg-type]
+
+
+def resume(
+    store: Store, operation_id: str, *, force_continue: bool = False, **kwargs: object
+) -> loop.StepResult:
+    """Continue until the operation ends or waits again."""
+    _refuse_terminal(store, operation_id, kwargs.get("tenant"), force_continue)
+    deps = open_operation(store, operation_id, **kwargs)  # type: ignore[arg-type]
+    return loop.resume(deps, operation_id, force_continue=force_continue)
+
+
+def _refuse_terminal(
+    store: Store, operation_id: str, tenant: object, force_continue: bool = False
+) -> None:
+    """Say so before building anything (no transport is opened for a finished operation)."""
+    op = store.get_operation(operation_id, tenant if isinstance(tenant, str) else None)
+    if op.state is OpState.ESCALATED and force_continue:
+        return
+    if is_terminal(op.state):
+        raise loop.OperationTerminal(
+            f"operation {operation_id} is already {op.state.value}: nothing to do, "
+            "nothing was run" + (f" ({op.reason})" if op.reason else "")
+        )
+
+
+def approve(
+    store: Store,
+    approval_id: str,
+    subject: str,
+    *,
+    deny: bool = False,
+    reason: str | None = None,
+    tenant: str | None = None,
+    clock: Clock | None = None,
+) -> ApprovalRecord:
+    """Record one human decision. The first decision stands; nothing runs until ``resume``."""
+    clock = clock or SystemClock()
+    apr = store.get_approval(approval_id, tenant)
+    op = store.get_operation(apr.operation_id)
+    registry = load_registry(op.registry_path)
+    policy = registry.policy
+    if subject not in policy.approvers:
+        allowed = ", ".join(policy.approvers) or "nobody"
+        raise ApprovalError(
+            f"{subject} may not decide approvals under policy {policy.revision} "
+            f"(approvers: {allowed})"
+        )
+    if policy.forbid_self_approval and subject == apr.requested_by:
+        raise ApprovalError(
+            f"{subject} started operation {apr.operation_id} and may not approve its own calls "
+            f"(policy {policy.revision} forbids self-approval)"
+        )
+    if apr.status != "PENDING":
+        raise AlreadyDecided(f"approval {approval_id} is already {apr.status}")
+    now = clock.now()
+    if not deny and now >= parse_iso(apr.expires_at):
+        raise ApprovalError(
+            f"approval {approval_id} expired at {apr.expires_at}; resume the operation to "
+            "tell the model, which may propose the call again"
+        )
+    with store.transaction():
+        status = "DENIED" if deny else "APPROVED"
+        store.decide_approval(approval_id, status, subject, iso(now), reason)
+        store.log_transition(
+            apr.operation_id, "approval", "PENDING", status, iso(now), reason, apr.call_id
+        )
+    return store.get_approval(approval_id)

@@ -1,0 +1,137 @@
+"""The store schema, as transactional migrations: a change and its record commit together."""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+migrations = Migrations("toolloop")
+
+_SCHEMA_1 = """
+CREATE TABLE operations (
+    operation_id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    task TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    api_family TEXT NOT NULL,
+    model TEXT NOT NULL,
+    transport TEXT NOT NULL,
+    adapter_revision TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    registry_name TEXT NOT NULL,
+    registry_revision TEXT NOT NULL,
+    registry_path TEXT NOT NULL,
+    registry_sha256 TEXT NOT NULL,
+    policy_revision TEXT NOT NULL,
+    settings_json TEXT NOT NULL,
+    source_json TEXT NOT NULL,
+    guards_json TEXT NOT NULL,
+    counters_json TEXT NOT NULL,
+    current_turn INTEGER,
+    final_text TEXT,
+    reason TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    deadline_at TEXT NOT NULL
+);
+CREATE INDEX operations_tenant ON operations(tenant, created_at);
+
+CREATE TABLE blobs (
+    sha256 TEXT PRIMARY KEY,
+    body TEXT NOT NULL
+);
+
+CREATE TABLE conversation (
+    operation_id TEXT NOT NULL REFERENCES operations(operation_id),
+    seq INTEGER NOT NULL,
+    item_sha256 TEXT NOT NULL REFERENCES blobs(sha256),
+    PRIMARY KEY (operation_id, seq)
+);
+
+CREATE TABLE turns (
+    operation_id TEXT NOT NULL REFERENCES operations(operation_id),
+    idx INTEGER NOT NULL,
+    response_id TEXT,
+    outcome TEXT NOT NULL,
+    finish_reason TEXT,
+    text TEXT,
+    detail TEXT,
+    request_sha256 TEXT NOT NULL,
+    request_items INTEGER NOT NULL,
+    response_sha256 TEXT NOT NULL,
+    response_body BLOB NOT NULL,
+    usage_json TEXT NOT NULL,
+    error_json TEXT,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (operation_id, idx)
+);
+
+CREATE TABLE calls (
+    operation_id TEXT NOT NULL REFERENCES operations(operation_id),
+    turn_idx INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    response_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    raw_arguments TEXT NOT NULL,
+    arguments_json TEXT,
+    argument_error TEXT,
+    state TEXT NOT NULL,
+    idempotency_key TEXT,
+    arguments_sha256 TEXT,
+    tool_sha256 TEXT,
+    approval_id TEXT,
+    model_result_json TEXT,
+    protected_audit_json TEXT,
+    started_at TEXT,
+    finished_at TEXT,
+    UNIQUE (operation_id, response_id, call_id)
+);
+CREATE INDEX calls_turn ON calls(operation_id, turn_idx, seq);
+CREATE INDEX calls_key ON calls(operation_id, idempotency_key);
+
+CREATE TABLE approvals (
+    approval_id TEXT PRIMARY KEY,
+    operation_id TEXT NOT NULL REFERENCES operations(operation_id),
+    response_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    requested_by TEXT NOT NULL,
+    status TEXT NOT NULL,
+    arguments_sha256 TEXT NOT NULL,
+    policy_revision TEXT NOT NULL,
+    tool_sha256 TEXT NOT NULL,
+    requested_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    decided_by TEXT,
+    decided_at TEXT,
+    reason TEXT
+);
+CREATE INDEX approvals_pending ON approvals(tenant, status);
+
+CREATE TABLE transitions (
+    id INTEGER PRIMARY KEY,
+    operation_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    call_id TEXT,
+    source TEXT,
+    target TEXT NOT NULL,
+    reason TEXT,
+    at TEXT NOT NULL
+);
+CREATE INDEX transitions_op ON transitions(operation_id, id);
+"""
+
+
+@migrations(name="0001_initial")
+def _initial(db: Database) -> None:
+    for statement in _SCHEMA_1.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def apply(db: Database) -> None:
+    """Bring a store up to the current schema (each step in its own transaction)."""
+    migrations.apply(db)

@@ -1,0 +1,452 @@
+"""Reads and writes of the store. Writes happen inside ``Store.transaction()``.
+
+One transaction per state change: the engine opens it, makes every write of that change
+(the turn, its calls, the operation's new state and the transition log) and commits before
+its next side effect. Conversation items are stored once, content-addressed, and each
+operation keeps an append-only list of item hashes, so no turn copies the history.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from toolloop_cli.audit.canonical import canonical_text, sha256_hex
+from toolloop_cli.engine.records import (
+    ApprovalRecord,
+    CallRecord,
+    Counters,
+    Guards,
+    OperationRecord,
+    TurnRecord,
+)
+from toolloop_cli.engine.states import CallState, OpState
+from toolloop_cli.engine.types import ApiError, JSONObject, TurnOutcome, Usage
+from toolloop_cli.errors import AlreadyDecided, OperationNotFound, StoreError
+
+_OP_COLUMNS = (
+    "operation_id, state, task, provider, api_family, model, transport, adapter_revision, "
+    "tenant, subject, registry_name, registry_revision, registry_path, registry_sha256, "
+    "policy_revision, settings_json, source_json, guards_json, counters_json, current_turn, final_text, "
+    "reason, created_at, updated_at, deadline_at"
+)
+
+
+def _dump(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _load(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class Store:
+    """The operations store. Not thread-safe: one Store per thread or process."""
+
+    def __init__(self, db: Database, path: Path) -> None:
+        self.db = db
+        self.conn: sqlite3.Connection = db.conn
+        self.path = path
+        self._conversations: dict[str, list[JSONObject]] = {}
+
+    @property
+    def data_dir(self) -> Path:
+        """The folder the store lives in; example handlers keep their own files there."""
+        return self.path.parent
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``: all of a state change, or none of it."""
+        if self.conn.in_transaction:
+            raise StoreError("nested store transaction")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot write to store {self.path}: {exc}") from exc
+        cached = {k: len(v) for k, v in self._conversations.items()}
+        try:
+            yield
+            self.conn.execute("COMMIT")
+        except BaseException as exc:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            for op_id, length in cached.items():
+                del self._conversations[op_id][length:]
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"store write failed ({self.path}): {exc}") from exc
+            raise
+
+    # -- operations -------------------------------------------------------------------------
+
+    def insert_operation(self, op: OperationRecord) -> None:
+        row = self._op_row(op)
+        marks = ", ".join("?" for _ in row)
+        self.conn.execute(f"INSERT INTO operations ({_OP_COLUMNS}) VALUES ({marks})", row)
+
+    def get_operation(self, operation_id: str, tenant: str | None = None) -> OperationRecord:
+        cur = self.conn.execute(
+            f"SELECT {_OP_COLUMNS} FROM operations WHERE operation_id = ?", (operation_id,)
+        )
+        row = cur.fetchone()
+        if row is None or (tenant is not None and row[8] != tenant):
+            raise OperationNotFound(f"no operation {operation_id} in store {self.path}")
+        return self._op_from_row(row)
+
+    def list_operations(self, tenant: str | None = None, limit: int = 50) -> list[OperationRecord]:
+        sql = f"SELECT {_OP_COLUMNS} FROM operations"
+        args: list[Any] = []
+        if tenant is not None:
+            sql += " WHERE tenant = ?"
+            args.append(tenant)
+        sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
+        args.append(limit)
+        return [self._op_from_row(r) for r in self.conn.execute(sql, args)]
+
+    def save_operation(self, op: OperationRecord, expected_state: OpState) -> None:
+        """Write ``op`` if the stored state is still ``expected_state`` (compare-and-set)."""
+        row = self._op_row(op)
+        sets = ", ".join(f"{c.strip()} = ?" for c in _OP_COLUMNS.split(",")[1:])
+        cur = self.conn.execute(
+            f"UPDATE operations SET {sets} WHERE operation_id = ? AND state = ?",
+            (*row[1:], op.operation_id, expected_state.value),
+        )
+        if cur.rowcount != 1:
+            raise StoreError(
+                f"operation {op.operation_id} is no longer {expected_state.value}: "
+                "another process changed it"
+            )
+
+    def log_transition(
+        self,
+        operation_id: str,
+        kind: str,
+        source: str | None,
+        target: str,
+        at: str,
+        reason: str | None = None,
+        call_id: str | None = None,
+    ) -> None:
+        self.conn.execute(
+            "INSERT INTO transitions (operation_id, kind, call_id, source, target, reason, at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (operation_id, kind, call_id, source, target, reason, at),
+        )
+
+    def transitions(self, operation_id: str) -> list[dict[str, Any]]:
+        cur = self.conn.execute(
+            "SELECT kind, call_id, source, target, reason, at FROM transitions"
+            " WHERE operation_id = ? ORDER BY id",
+            (operation_id,),
+        )
+        keys = ("kind", "call_id", "source", "target", "reason", "at")
+        return [dict(zip(keys, r, strict=True)) for r in cur]
+
+    # -- conversation ------------------------------------------------------------------------
+
+    def conversation(self, operation_id: str) -> list[JSONObject]:
+        """The operation's conversation items, in order (cached after the first read)."""
+        cached = self._conversations.get(operation_id)
+        if cached is None:
+            cur = self.conn.execute(
+                "SELECT b.body FROM conversation c JOIN blobs b ON b.sha256 = c.item_sha256"
+                " WHERE c.operation_id = ? ORDER BY c.seq",
+                (operation_id,),
+            )
+            cached = [json.loads(r[0]) for r in cur]
+            self._conversations[operation_id] = cached
+        return cached
+
+    def append_items(self, operation_id: str, items: Sequence[JSONObject]) -> None:
+        if not items:
+            return
+        conversation = self.conversation(operation_id)
+        start = len(conversation)
+        for offset, item in enumerate(items):
+            body = canonical_text(item)
+            digest = sha256_hex(body.encode("utf-8"))
+            self.conn.execute(
+                "INSERT OR IGNORE INTO blobs (sha256, body) VALUES (?, ?)", (digest, body)
+            )
+            self.conn.execute(
+                "INSERT INTO conversation (operation_id, seq, item_sha256) VALUES (?, ?, ?)",
+                (operation_id, start + offset, digest),
+            )
+        conversation.extend(items)
+
+    # -- turns ----------------------------------------------------------------------------------
+
+    def insert_turn(self, turn: TurnRecord, request_items: int, response_body: bytes) -> None:
+        self.conn.execute(
+            "INSERT INTO turns (operation_id, idx, response_id, outcome, finish_reason, text,"
+            " detail, request_sha256, request_items, response_sha256, response_body, usage_json,"
+            " error_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                turn.operation_id,
+                turn.idx,
+                turn.response_id,
+                turn.outcome.value,
+                turn.finish_reason,
+                turn.text,
+                turn.detail,
+                turn.request_sha256,
+                request_items,
+                turn.response_sha256,
+                response_body,
+                _dump(turn.usage.model_dump()),
+                _dump(turn.error.model_dump() if turn.error else None),
+                turn.created_at,
+            ),
+        )
+
+    def turns(self, operation_id: str) -> list[TurnRecord]:
+        cur = self.conn.execute(
+            "SELECT operation_id, idx, response_id, outcome, finish_reason, text, detail,"
+            " request_sha256, response_sha256, usage_json, error_json, created_at"
+            " FROM turns WHERE operation_id = ? ORDER BY idx",
+            (operation_id,),
+        )
+        return [
+            TurnRecord(
+                operation_id=r[0],
+                idx=r[1],
+                response_id=r[2],
+                outcome=TurnOutcome(r[3]),
+                finish_reason=r[4],
+                text=r[5],
+                detail=r[6],
+                request_sha256=r[7],
+                response_sha256=r[8],
+                usage=Usage(**json.loads(r[9])),
+                error=ApiError(**json.loads(r[10])) if r[10] else None,
+                created_at=r[11],
+            )
+            for r in cur
+        ]
+
+    # -- calls ----------------------------------------------------------------------------------
+
+    _CALL_COLUMNS = (
+        "operation_id, turn_idx, seq, response_id, call_id, name, raw_arguments, arguments_json,"
+        " argument_error, state, idempotency_key, arguments_sha256, tool_sha256, approval_id,"
+        " model_result_json, protected_audit_json, started_at, finished_at"
+    )
+
+    def insert_call(self, call: CallRecord) -> None:
+        marks = ", ".join("?" for _ in range(18))
+        try:
+            self.conn.execute(
+                f"INSERT INTO calls ({self._CALL_COLUMNS}) VALUES ({marks})", self._call_row(call)
+            )
+        except sqlite3.IntegrityError as exc:
+            raise StoreError(
+                f"call {call.call_id} of response {call.response_id} is already recorded"
+            ) from exc
+
+    def save_call(self, call: CallRecord, expected_state: CallState) -> None:
+        """Write ``call`` if its stored state is still ``expected_state``."""
+        row = self._call_row(call)
+        cols = [c.strip() for c in self._CALL_COLUMNS.split(",")]
+        sets = ", ".join(f"{c} = ?" for c in cols[6:])
+        cur = self.conn.execute(
+            f"UPDATE calls SET {sets} WHERE operation_id = ? AND response_id = ? AND call_id = ?"
+            " AND state = ?",
+            (*row[6:], call.operation_id, call.response_id, call.call_id, expected_state.value),
+        )
+        if cur.rowcount != 1:
+            raise StoreError(
+                f"call {call.call_id} is no longer {expected_state.value}: "
+                "another process changed it"
+            )
+
+    def calls(self, operation_id: str, turn_idx: int | None = None) -> list[CallRecord]:
+        sql = f"SELECT {self._CALL_COLUMNS} FROM calls WHERE operation_id = ?"
+        args: list[Any] = [operation_id]
+        if turn_idx is not None:
+            sql += " AND turn_idx = ?"
+            args.append(turn_idx)
+        sql += " ORDER BY turn_idx, seq"
+        return [self._call_from_row(r) for r in self.conn.execute(sql, args)]
+
+    def calls_with_key(self, operation_id: str, idempotency_key: str) -> list[CallRecord]:
+        cur = self.conn.execute(
+            f"SELECT {self._CALL_COLUMNS} FROM calls WHERE operation_id = ?"
+            " AND idempotency_key = ? ORDER BY turn_idx, seq",
+            (operation_id, idempotency_key),
+        )
+        return [self._call_from_row(r) for r in cur]
+
+    # -- approvals ------------------------------------------------------------------------------
+
+    _APR_COLUMNS = (
+        "approval_id, operation_id, response_id, call_id, tool, tenant, requested_by, status,"
+        " arguments_sha256, policy_revision, tool_sha256, requested_at, expires_at, decided_by,"
+        " decided_at, reason"
+    )
+
+    def insert_approval(self, apr: ApprovalRecord) -> None:
+        values = [getattr(apr, c.strip()) for c in self._APR_COLUMNS.split(",")]
+        marks = ", ".join("?" for _ in values)
+        self.conn.execute(f"INSERT INTO approvals ({self._APR_COLUMNS}) VALUES ({marks})", values)
+
+    def get_approval(self, approval_id: str, tenant: str | None = None) -> ApprovalRecord:
+        cur = self.conn.execute(
+            f"SELECT {self._APR_COLUMNS} FROM approvals WHERE approval_id = ?", (approval_id,)
+        )
+        row = cur.fetchone()
+        if row is None or (tenant is not None and row[5] != tenant):
+            raise OperationNotFound(f"no approval {approval_id} in store {self.path}")
+        return self._apr_from_row(row)
+
+    def approvals(self, operation_id: str) -> list[ApprovalRecord]:
+        cur = self.conn.execute(
+            f"SELECT {self._APR_COLUMNS} FROM approvals WHERE operation_id = ?"
+            " ORDER BY requested_at, rowid",
+            (operation_id,),
+        )
+        return [self._apr_from_row(r) for r in cur]
+
+    def pending_approvals(self, tenant: str | None = None) -> list[ApprovalRecord]:
+        sql = f"SELECT {self._APR_COLUMNS} FROM approvals WHERE status = 'PENDING'"
+        args: list[Any] = []
+        if tenant is not None:
+            sql += " AND tenant = ?"
+            args.append(tenant)
+        sql += " ORDER BY requested_at, rowid"
+        return [self._apr_from_row(r) for r in self.conn.execute(sql, args)]
+
+    def decide_approval(
+        self, approval_id: str, status: str, by: str | None, at: str, reason: str | None
+    ) -> None:
+        """Record a decision; only the first decision on a PENDING approval is written."""
+        cur = self.conn.execute(
+            "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, reason = ?"
+            " WHERE approval_id = ? AND status = 'PENDING'",
+            (status, by, at, reason, approval_id),
+        )
+        if cur.rowcount != 1:
+            current = self.get_approval(approval_id)
+            raise AlreadyDecided(
+                f"approval {approval_id} is already {current.status}"
+                + (f" by {current.decided_by}" if current.decided_by else "")
+            )
+
+    # -- row mapping ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _op_row(op: OperationRecord) -> tuple[Any, ...]:
+        return (
+            op.operation_id,
+            op.state.value,
+            op.task,
+            op.provider,
+            op.api_family,
+            op.model,
+            op.transport,
+            op.adapter_revision,
+            op.tenant,
+            op.subject,
+            op.registry_name,
+            op.registry_revision,
+            op.registry_path,
+            op.registry_sha256,
+            op.policy_revision,
+            _dump(op.settings),
+            _dump(op.source),
+            _dump(op.guards.model_dump()),
+            _dump(op.counters.model_dump()),
+            op.current_turn,
+            op.final_text,
+            op.reason,
+            op.created_at,
+            op.updated_at,
+            op.deadline_at,
+        )
+
+    @staticmethod
+    def _op_from_row(r: Sequence[Any]) -> OperationRecord:
+        return OperationRecord(
+            operation_id=r[0],
+            state=OpState(r[1]),
+            task=r[2],
+            provider=r[3],
+            api_family=r[4],
+            model=r[5],
+            transport=r[6],
+            adapter_revision=r[7],
+            tenant=r[8],
+            subject=r[9],
+            registry_name=r[10],
+            registry_revision=r[11],
+            registry_path=r[12],
+            registry_sha256=r[13],
+            policy_revision=r[14],
+            settings=json.loads(r[15]),
+            source=json.loads(r[16]),
+            guards=Guards(**json.loads(r[17])),
+            counters=Counters(**json.loads(r[18])),
+            current_turn=r[19],
+            final_text=r[20],
+            reason=r[21],
+            created_at=r[22],
+            updated_at=r[23],
+            deadline_at=r[24],
+        )
+
+    @staticmethod
+    def _call_row(c: CallRecord) -> tuple[Any, ...]:
+        return (
+            c.operation_id,
+            c.turn_idx,
+            c.seq,
+            c.response_id,
+            c.call_id,
+            c.name,
+            c.raw_arguments,
+            _dump(c.arguments),
+            c.argument_error,
+            c.state.value,
+            c.idempotency_key,
+            c.arguments_sha256,
+            c.tool_sha256,
+            c.approval_id,
+            _dump(c.model_result),
+            _dump(c.protected_audit),
+            c.started_at,
+            c.finished_at,
+        )
+
+    @staticmethod
+    def _call_from_row(r: Sequence[Any]) -> CallRecord:
+        return CallRecord(
+            operation_id=r[0],
+            turn_idx=r[1],
+            seq=r[2],
+            response_id=r[3],
+            call_id=r[4],
+            name=r[5],
+            raw_arguments=r[6],
+            arguments=_load(r[7]),
+            argument_error=r[8],
+            state=CallState(r[9]),
+            idempotency_key=r[10],
+            arguments_sha256=r[11],
+            tool_sha256=r[12],
+            approval_id=r[13],
+            model_result=_load(r[14]),
+            protected_audit=_load(r[15]),
+            started_at=r[16],
+            finished_at=r[17],
+        )
+
+    def _apr_from_row(self, r: Sequence[Any]) -> ApprovalRecord:
+        keys = [c.strip() for c in self._APR_COLUMNS.split(",")]
+        return ApprovalRecord(**dict(zip(keys, r, strict=True)))

@@ -1,0 +1,38 @@
+"""What a tool handler is told about the call it runs, and how it reports a business error.
+
+Handlers get a ``ToolContext`` rather than globals so the same function can serve many
+operations, tenants and stores; the idempotency key in it is what makes a retried side
+effect safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ToolContext", "ToolError"]
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """The trusted facts about one call, built by the engine, never by the model."""
+
+    operation_id: str
+    call_id: str
+    idempotency_key: str
+    tenant: str
+    subject: str
+    #: epoch seconds (``time.time()`` scale) by which the whole operation must end
+    deadline: float
+    #: the registry name of the tool being run
+    tool: str
+    #: folder of the toolloop store; example handlers keep their own files here
+    data_dir: Path
+
+
+class ToolError(Exception):
+    """Raised by a handler to report a business error; the message goes back to the model."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

@@ -1,0 +1,173 @@
+"""Run one registered handler under its timeout and the operation's deadline, and judge the result.
+
+The dispatcher is handed a ``ToolDef``, never a name from the model, so there is nothing to look
+up. Whatever a handler does (return, raise, hang, return something that is not JSON or is too
+large) comes back as an ``Execution``; no handler exception escapes.
+
+A handler that overruns is abandoned in its daemon thread, not killed: Python cannot stop a
+thread. Its side effect may still happen, which is why side-effecting tools carry an idempotency
+key and a ``reconcile`` handler that can ask the downstream what happened.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from toolloop_cli.audit.canonical import CanonicalJSONError, canonical_bytes
+from toolloop_cli.tools.context import ToolContext, ToolError
+from toolloop_cli.tools.registry import Handler, ToolDef
+from toolloop_cli.tools.validation import validate_result
+
+__all__ = ["Execution", "ExecutionStatus", "execute", "reconcile"]
+
+ExecutionStatus = Literal[
+    "ok", "tool_error", "failed", "timed_out", "result_too_large", "invalid_result"
+]
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What running a handler amounted to."""
+
+    status: ExecutionStatus
+    #: the JSON value the handler returned (status ok only), as its canonical JSON reads back
+    value: Any = None
+    #: for the model or the operator: the ToolError text, "<ExceptionType>: msg", the violations
+    error: str | None = None
+    #: UTF-8 bytes of the canonical JSON of the value
+    result_bytes: int = 0
+    duration_ms: float = 0.0
+
+
+def execute(
+    tool: ToolDef,
+    arguments: dict[str, Any],
+    context: ToolContext,
+    *,
+    now: Callable[[], float] = time.time,
+) -> Execution:
+    """Run ``tool.handler`` for one call and check what it returned."""
+    raw = _run(tool.handler, tool, arguments, context, now)
+    if raw.status != "ok":
+        return raw
+    return _judge(tool, raw.value, raw.duration_ms)
+
+
+def reconcile(
+    tool: ToolDef,
+    arguments: dict[str, Any],
+    context: ToolContext,
+    *,
+    now: Callable[[], float] = time.time,
+) -> Execution | None:
+    """Ask the downstream what became of ``context.idempotency_key``.
+
+    ``None`` when the tool cannot be reconciled or the downstream has no record of the intent;
+    otherwise ``ok`` with the downstream's saved result, or why the question went unanswered.
+    A ``ToolError`` here is a failed lookup, not a business answer, so it becomes ``failed``.
+    """
+    if tool.reconcile is None:
+        return None
+    raw = _run(tool.reconcile, tool, arguments, context, now)
+    if raw.status == "tool_error":
+        return Execution("failed", error=f"ToolError: {raw.error}", duration_ms=raw.duration_ms)
+    if raw.status != "ok":
+        return raw
+    if raw.value is None:
+        return None
+    return _judge(tool, raw.value, raw.duration_ms)
+
+
+class _Outcome:
+    """What the worker thread saw; written by the worker before ``done`` is set."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.tool_error: ToolError | None = None
+        self.exception: Exception | None = None
+        self.returned = False
+
+
+def _run(
+    handler: Handler,
+    tool: ToolDef,
+    arguments: dict[str, Any],
+    context: ToolContext,
+    now: Callable[[], float],
+) -> Execution:
+    """Call ``handler`` in a daemon thread; wait no longer than the timeout or the deadline."""
+    budget = min(tool.timeout_ms / 1000, context.deadline - now())
+    if budget <= 0:
+        error = "timed out after 0 ms: the operation deadline had passed, the handler was not run"
+        return Execution("timed_out", error=error)
+    outcome = _Outcome()
+    # the handler gets its own copy: it must not be able to change what was validated and hashed
+    own_arguments = copy.deepcopy(arguments)
+    worker = threading.Thread(
+        target=_work,
+        args=(handler, own_arguments, context, outcome),
+        name=f"toolloop-tool-{tool.name}",
+        daemon=True,
+    )
+    started = time.monotonic()
+    worker.start()
+    finished = outcome.done.wait(budget)
+    duration_ms = (time.monotonic() - started) * 1000
+    if not finished:
+        return Execution(
+            "timed_out", error=f"timed out after {round(budget * 1000)} ms", duration_ms=duration_ms
+        )
+    if outcome.tool_error is not None:
+        return Execution("tool_error", error=outcome.tool_error.message, duration_ms=duration_ms)
+    if outcome.exception is not None:
+        error = f"{type(outcome.exception).__name__}: {outcome.exception}"
+        return Execution("failed", error=error, duration_ms=duration_ms)
+    if not outcome.returned:
+        error = "the handler stopped without returning (a BaseException such as SystemExit)"
+        return Execution("failed", error=error, duration_ms=duration_ms)
+    return Execution("ok", value=outcome.value, duration_ms=duration_ms)
+
+
+def _work(
+    handler: Handler, arguments: dict[str, Any], context: ToolContext, outcome: _Outcome
+) -> None:
+    try:
+        outcome.value = handler(arguments, context)
+        outcome.returned = True
+    except ToolError as exc:
+        outcome.tool_error = exc
+    except Exception as exc:
+        outcome.exception = exc
+    finally:
+        outcome.done.set()
+
+
+def _judge(tool: ToolDef, value: Any, duration_ms: float) -> Execution:
+    """A returned value is only ``ok`` if it is JSON, within the size cap and of the result schema.
+
+    The value handed on is the canonical JSON read back: a detached, plain-JSON copy that is
+    exactly what gets hashed, so a handler that later mutates its own object changes nothing.
+    """
+    try:
+        data = canonical_bytes(value)
+    except CanonicalJSONError as exc:
+        return Execution("failed", error=f"result is not JSON: {exc}", duration_ms=duration_ms)
+    size = len(data)
+    if size > tool.max_result_bytes:
+        error = f"result is {size} bytes, over the limit of {tool.max_result_bytes}"
+        return Execution(
+            "result_too_large", error=error, result_bytes=size, duration_ms=duration_ms
+        )
+    plain = json.loads(data)
+    violations = validate_result(tool, plain)
+    if violations:
+        error = "result does not match result_schema: " + "; ".join(violations)
+        return Execution("invalid_result", error=error, result_bytes=size, duration_ms=duration_ms)
+    return Execution("ok", value=plain, result_bytes=size, duration_ms=duration_ms)

@@ -1,0 +1,397 @@
+"""The tool registry: a YAML file that is the only allowlist of what a model may call.
+
+Everything is checked when the file is loaded, so a bad registry stops a run before any model
+turn: every problem is collected with its YAML path (``tools.submit_refund.handler``) rather
+than failing on the first one. Handlers are imported here, from the file's ``module:function``
+strings, and never from model output; each tool's argument validator is compiled once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal, cast
+
+import yaml
+from jsonschema.protocols import Validator
+
+from toolloop_cli.audit.canonical import sha256_of
+from toolloop_cli.engine.types import ToolSpec
+from toolloop_cli.errors import RegistryError
+from toolloop_cli.tools.context import ToolContext
+from toolloop_cli.tools.validation import compile_validator, json_problems, schema_problem
+
+__all__ = ["Policy", "Registry", "ToolDef", "check_registry", "load_registry"]
+
+Handler = Callable[[dict[str, Any], ToolContext], Any]
+Risk = Literal["read", "write", "irreversible"]
+Approval = Literal["never", "always"]
+Problem = tuple[str, str]
+Keys = frozenset[str]
+
+_TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+_IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$", re.ASCII)
+_TOP_KEYS = frozenset({"registry", "revision", "policy", "tools", "defaults"})
+_POLICY_KEYS = frozenset({"revision", "approvers", "approval_ttl_s", "forbid_self_approval"})
+_TOOL_KEYS = frozenset(
+    "schema_version description risk timeout_ms handler reconcile approval max_result_bytes"
+    " max_argument_bytes idempotency parameters result_schema sequential".split()
+)
+_TOOL_REQUIRED = frozenset({"schema_version", "description", "risk", "handler", "parameters"})
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Who may approve, for how long an approval request stays open, under which revision."""
+
+    revision: str
+    approvers: tuple[str, ...]
+    approval_ttl_s: int
+    forbid_self_approval: bool
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    """One allowed tool, its handler already imported and its argument validator compiled."""
+
+    name: str
+    schema_version: str
+    description: str
+    risk: Risk
+    timeout_ms: int
+    handler: Handler
+    handler_path: str
+    reconcile: Handler | None
+    reconcile_path: str | None
+    approval: Approval
+    max_result_bytes: int
+    max_argument_bytes: int
+    parameters: dict[str, Any]
+    result_schema: dict[str, Any] | None
+    key_fields: tuple[str, ...] | None
+    sequential: bool
+    sha256: str
+    validator: Validator = field(init=False, compare=False, repr=False)
+    result_validator: Validator | None = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        result = None if self.result_schema is None else compile_validator(self.result_schema)
+        object.__setattr__(self, "validator", compile_validator(self.parameters))
+        object.__setattr__(self, "result_validator", result)
+
+    @property
+    def side_effecting(self) -> bool:
+        """Anything but a read can change the world, so it needs an idempotency key."""
+        return self.risk != "read"
+
+
+@dataclass(frozen=True)
+class Registry:
+    """A loaded registry: the allowlist, its policy and the hashes that pin its revision."""
+
+    name: str
+    revision: str
+    path: Path
+    policy: Policy
+    tools: dict[str, ToolDef]
+    sha256: str
+    defaults: dict[str, Any]
+
+    def tool_specs(self) -> list[ToolSpec]:
+        """The tools as declared to a model, in registry order."""
+        return [
+            ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+            for t in self.tools.values()
+        ]
+
+    def get(self, name: str) -> ToolDef | None:
+        """The tool registered under exactly ``name``; no normalisation, no import."""
+        return self.tools.get(name)
+
+
+def load_registry(path: str | Path) -> Registry:
+    """Load and check a registry; raise ``RegistryError`` listing every problem found."""
+    registry, problems = _analyse(Path(path))
+    if registry is None:
+        raise RegistryError(str(path), problems)
+    return registry
+
+
+def check_registry(path: str | Path) -> list[Problem]:
+    """Every problem in a registry file as ``(yaml_path, message)``; ``[]`` when it is usable."""
+    return _analyse(Path(path))[1]
+
+
+def _analyse(path: Path) -> tuple[Registry | None, list[Problem]]:
+    doc, problems = _read_document(path)
+    if doc is _UNPARSED:
+        return None, problems
+    if not isinstance(doc, dict):
+        kind = "empty" if doc is None else f"a {type(doc).__name__}"
+        return None, [("", f"the document must be a mapping, but it is {kind}")]
+    _check_keys(doc, "", _TOP_KEYS, _TOP_KEYS - {"defaults"}, problems)
+    name = _get(doc, "registry", "", problems, "str", "")
+    revision = _get(doc, "revision", "", problems, "str", "")
+    policy = _check_policy(doc.get("policy"), "policy" in doc, problems)
+    tools = _check_tools(doc.get("tools"), "tools" in doc, path.parent, problems)
+    defaults = doc.get("defaults", {})
+    if not isinstance(defaults, dict):
+        problems.append(("defaults", "must be a mapping"))
+    needing = [t.name for t in tools.values() if t.approval == "always"]
+    if needing and not policy.approvers and "policy" in doc:
+        problems.append(("policy.approvers", f"is empty, but {', '.join(needing)} need approval"))
+    if problems or not isinstance(defaults, dict):
+        return None, problems
+    registry = Registry(name, revision, path.resolve(), policy, tools, sha256_of(doc), defaults)
+    return registry, []
+
+
+def _check_policy(value: object, present: bool, problems: list[Problem]) -> Policy:
+    fallback = Policy("", (), 3600, True)
+    if not isinstance(value, dict):
+        if present:
+            problems.append(("policy", "must be a mapping"))
+        return fallback
+    _check_keys(value, "policy", _POLICY_KEYS, frozenset({"revision", "approvers"}), problems)
+    return Policy(
+        revision=_get(value, "revision", "policy", problems, "str", ""),
+        approvers=tuple(_get(value, "approvers", "policy", problems, "names", [])),
+        approval_ttl_s=_get(value, "approval_ttl_s", "policy", problems, "count", 3600),
+        forbid_self_approval=_get(value, "forbid_self_approval", "policy", problems, "bool", True),
+    )
+
+
+def _check_tools(
+    value: object, present: bool, folder: Path, problems: list[Problem]
+) -> dict[str, ToolDef]:
+    if not isinstance(value, dict) or not value:
+        if present:
+            problems.append(("tools", "must be a non-empty mapping of tool names to tools"))
+        return {}
+    tools: dict[str, ToolDef] = {}
+    for name, body in value.items():
+        path = _join("tools", str(name))
+        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+            problems.append((path, f"tool name must match {_TOOL_NAME.pattern}"))
+        if not isinstance(body, dict):
+            problems.append((path, "must be a mapping"))
+            continue
+        tool = _check_tool(str(name), body, path, folder, problems)
+        if tool is not None:
+            tools[tool.name] = tool
+    return tools
+
+
+def _check_tool(
+    name: str, body: dict[Any, Any], path: str, folder: Path, problems: list[Problem]
+) -> ToolDef | None:
+    """Check one tool mapping; a ``ToolDef`` only when the tool itself has no problem."""
+    before = len(problems)
+    _check_keys(body, path, _TOOL_KEYS, _TOOL_REQUIRED, problems)
+    parameters = _check_schema(body, "parameters", path, problems, object_required=True)
+    result_schema = _check_schema(body, "result_schema", path, problems, object_required=False)
+    handler = _resolve(body, "handler", path, folder, problems)
+    reconcile = _resolve(body, "reconcile", path, folder, problems)
+    key_fields = _check_key_fields(body, path, parameters or {}, problems)
+    tool_fields = {
+        "schema_version": _get(body, "schema_version", path, problems, "str", ""),
+        "description": _get(body, "description", path, problems, "str", ""),
+        "risk": _get(body, "risk", path, problems, "risk", "read"),
+        "approval": _get(body, "approval", path, problems, "approval", "never"),
+        "timeout_ms": _get(body, "timeout_ms", path, problems, "count", 5000),
+        "max_result_bytes": _get(body, "max_result_bytes", path, problems, "count", 65536),
+        "max_argument_bytes": _get(body, "max_argument_bytes", path, problems, "count", 65536),
+        "sequential": _get(body, "sequential", path, problems, "bool", False),
+    }
+    if len(problems) > before or handler is None or parameters is None:
+        return None
+    return ToolDef(
+        name=name,
+        handler=handler,
+        handler_path=body["handler"],
+        reconcile=reconcile,
+        reconcile_path=body.get("reconcile"),
+        parameters=parameters,
+        result_schema=result_schema,
+        key_fields=key_fields,
+        sha256=sha256_of(body),
+        **tool_fields,
+    )
+
+
+def _check_schema(
+    body: dict[Any, Any], key: str, path: str, problems: list[Problem], *, object_required: bool
+) -> dict[str, Any] | None:
+    """A JSON Schema from the file, checked against the 2020-12 metaschema."""
+    if key not in body:
+        return None
+    where = _join(path, key)
+    schema = body[key]
+    if not isinstance(schema, dict):
+        problems.append((where, "must be a mapping (a JSON Schema)"))
+        return None
+    if object_required and schema.get("type") != "object":
+        problems.append((_join(where, "type"), "must be 'object'"))
+    problem = schema_problem(schema)
+    if problem is not None:
+        problems.append((where + problem[0], problem[1]))
+        return None
+    return schema
+
+
+def _check_key_fields(
+    body: dict[Any, Any], path: str, parameters: dict[str, Any], problems: list[Problem]
+) -> tuple[str, ...] | None:
+    """``idempotency.key_fields``: the declared intent fields an idempotency key is made of."""
+    if "idempotency" not in body:
+        return None
+    where = _join(path, "idempotency")
+    value = body["idempotency"]
+    if not isinstance(value, dict):
+        problems.append((where, "must be a mapping with key_fields"))
+        return None
+    _check_keys(value, where, frozenset({"key_fields"}), frozenset({"key_fields"}), problems)
+    fields: list[str] = _get(value, "key_fields", where, problems, "names", [])
+    if "key_fields" in value and not fields:
+        problems.append((_join(where, "key_fields"), "must list at least one field"))
+    properties = parameters.get("properties", {})
+    declared = properties if isinstance(properties, dict) else {}
+    for index, name in enumerate(fields):
+        if name not in declared:
+            message = f"'{name}' is not a declared property in parameters"
+            problems.append((f"{where}.key_fields[{index}]", message))
+    return tuple(fields) or None
+
+
+def _resolve(
+    body: dict[Any, Any], key: str, path: str, folder: Path, problems: list[Problem]
+) -> Handler | None:
+    """Import ``module:function`` named by the file (never by a model) and check it is callable."""
+    if key not in body:
+        return None
+    where = _join(path, key)
+    spec = body[key]
+    if not isinstance(spec, str) or not _IMPORT_PATH.match(spec):
+        problems.append((where, "must be an import path 'module:function'"))
+        return None
+    module_name, function_name = spec.split(":")
+    module, error = _import(module_name, folder)
+    if module is None:
+        problems.append((where, error))
+        return None
+    target = getattr(module, function_name, None)
+    if not callable(target):
+        missing = target is None and not hasattr(module, function_name)
+        message = f"module '{module_name}' has no function '{function_name}'"
+        problems.append((where, message if missing else f"'{spec}' is not callable"))
+        return None
+    return cast(Handler, target)
+
+
+def _import(module_name: str, folder: Path) -> tuple[ModuleType | None, str]:
+    """Import from ``sys.path`` and the registry's folder; the folder is on the path only now."""
+    entry = str(folder.resolve())
+    sys.path.insert(0, entry)
+    importlib.invalidate_caches()
+    try:
+        return importlib.import_module(module_name), ""
+    except Exception as exc:
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        if missing and f"{module_name}.".startswith(f"{missing}."):
+            return None, f"cannot import module '{module_name}'"
+        return None, f"importing module '{module_name}' failed: {type(exc).__name__}: {exc}"
+    finally:
+        if entry in sys.path:
+            sys.path.remove(entry)
+
+
+def _text(v: Any) -> bool:
+    return isinstance(v, str) and bool(v.strip())
+
+
+_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {  # kind: (test, what it must be)
+    "str": (_text, "a non-empty string"),
+    "count": (lambda v: type(v) is int and v > 0, "a positive integer"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "risk": (lambda v: v in ("read", "write", "irreversible"), "one of read, write, irreversible"),
+    "approval": (lambda v: v in ("never", "always"), "one of never, always"),
+    "names": (
+        lambda v: isinstance(v, list) and all(map(_text, v)) and len(set(v)) == len(v),
+        "a list of distinct non-empty strings",
+    ),
+}
+
+
+def _get(
+    m: dict[Any, Any], key: str, path: str, problems: list[Problem], kind: str, default: Any
+) -> Any:
+    """``m[key]`` when it is of ``kind``; else record a problem. Absent keys give ``default``."""
+    test, expected = _KINDS[kind]
+    if key in m and not test(m[key]):
+        problems.append((_join(path, key), f"must be {expected}"))
+    return m[key] if key in m and test(m[key]) else default
+
+
+def _check_keys(
+    m: dict[Any, Any], path: str, allowed: Keys, required: Keys, out: list[Problem]
+) -> None:
+    out.extend((_join(path, str(k)), "unknown key") for k in m if k not in allowed)
+    out.extend((_join(path, k), "required key is missing") for k in sorted(required - m.keys()))
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that reads timestamps as text: JSON has no dates, and revisions look like them."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_scalar)  # type: ignore[type-var]
+_UNPARSED = object()
+
+
+def _read_document(path: Path) -> tuple[Any, list[Problem]]:
+    """The document (``_UNPARSED`` if unusable) and its problems, duplicate keys included."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return _UNPARSED, [("", f"cannot read the registry file: {exc}")]
+    loader = _Loader(text)
+    problems: list[Problem] = []
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            _find_duplicates(node, "", set(), problems)
+        doc = None if node is None else loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        return _UNPARSED, [("", f"invalid YAML{where}: {getattr(exc, 'problem', None) or exc}")]
+    finally:
+        loader.dispose()
+    not_json = json_problems(doc, "")
+    return (_UNPARSED if not_json else doc), problems + not_json
+
+
+def _find_duplicates(node: yaml.Node, path: str, seen: set[int], problems: list[Problem]) -> None:
+    if id(node) in seen:  # an alias: already walked, and may be recursive
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):  # safe_load would silently keep the last of equal keys
+        keys: set[tuple[str, str]] = set()
+        for key_node, value_node in node.value:
+            key = (key_node.tag, str(key_node.value))
+            child = _join(path, key[1])
+            if key in keys:
+                problems.append((child, "duplicate key"))
+            keys.add(key)
+            _find_duplicates(value_node, child, seen, problems)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _find_duplicates(item, f"{path}[{index}]", seen, problems)

@@ -1,0 +1,123 @@
+"""Strict checks of a call's arguments and a handler's result against the registry's schemas.
+
+Nothing here coerces, repairs or mutates: the string ``"10"`` is not the integer ``10``, an
+extra property is a violation, and the model is told exactly what was wrong so it can retry.
+A violation is reported as ``"<json path>: <message>"``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import SchemaError
+from jsonschema.protocols import Validator
+
+if TYPE_CHECKING:
+    from toolloop_cli.tools.registry import ToolDef
+
+__all__ = [
+    "StrictValidator",
+    "argument_bytes_problem",
+    "compile_validator",
+    "json_problems",
+    "schema_problem",
+    "validate_arguments",
+    "validate_result",
+]
+
+#: a violation message longer than this is cut: it quotes the instance, which may be huge
+MAX_MESSAGE_CHARS = 500
+
+
+def _strict_integer(_checker: object, instance: object) -> bool:
+    """JSON Schema calls 10.0 an integer; a handler expecting an int must not receive a float."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+#: Draft 2020-12 with one change: "integer" accepts only ints (never 10.0, never true).
+StrictValidator: type[Validator] = validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
+)
+
+
+def compile_validator(schema: dict[str, Any]) -> Validator:
+    """A validator for ``schema`` that also asserts ``format``; compiled once per registry load."""
+    return StrictValidator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def validate_arguments(tool: ToolDef, arguments: object) -> list[str]:
+    """Every violation of the tool's ``parameters`` schema, sorted; ``[]`` when valid."""
+    return _violations(tool.validator, arguments)
+
+
+def validate_result(tool: ToolDef, value: object) -> list[str]:
+    """Every violation of the tool's ``result_schema``; ``[]`` when valid or when there is none."""
+    if tool.result_validator is None:
+        return []
+    return _violations(tool.result_validator, value)
+
+
+def argument_bytes_problem(tool: ToolDef, raw_arguments: str) -> str | None:
+    """Why the raw argument text is too large to even parse, or ``None``."""
+    size = len(raw_arguments.encode("utf-8", "surrogatepass"))
+    if size > tool.max_argument_bytes:
+        return f"arguments are {size} bytes, over the limit of {tool.max_argument_bytes}"
+    return None
+
+
+def _violations(validator: Validator, instance: object) -> list[str]:
+    found = []
+    for error in validator.iter_errors(instance):  # type: ignore[arg-type]
+        message = error.message
+        if len(message) > MAX_MESSAGE_CHARS:
+            message = message[: MAX_MESSAGE_CHARS - 1] + "…"
+        found.append(f"{error.json_path}: {message}")
+    return sorted(found)
+
+
+def schema_problem(schema: dict[str, Any]) -> tuple[str, str] | None:
+    """Why ``schema`` is not a valid 2020-12 JSON Schema, as (path inside it, message), or None."""
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        inner = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path)
+        return inner, f"invalid JSON Schema: {exc.message}"
+    return None
+
+
+def json_problems(value: object, path: str = "$") -> list[tuple[str, str]]:
+    """Where ``value`` has no canonical JSON form, so cannot be hashed or sent to a model.
+
+    Catches what YAML or Python allow and JSON does not: sets, bytes, dates, NaN and
+    infinities, integers beyond +-(2**53-1), non-string keys, recursive aliases.
+    """
+    found: list[tuple[str, str]] = []
+    _walk(value, path, set(), found)
+    return found
+
+
+def _walk(value: object, path: str, active: set[int], found: list[tuple[str, str]]) -> None:
+    if isinstance(value, dict | list):
+        if id(value) in active:
+            found.append((path, "a recursive reference is not JSON"))
+            return
+        active.add(id(value))
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(key, str):
+                where = f"{path}.{key}" if path else key
+            elif isinstance(value, list):
+                where = f"{path}[{key}]"
+            else:
+                where = f"{path}.{key}" if path else str(key)
+                found.append((where, "keys must be strings"))
+            _walk(item, where, active, found)
+        active.discard(id(value))
+    elif isinstance(value, float) and not abs(value) <= 1.7976931348623157e308:
+        found.append((path, f"{value} is not a JSON number"))
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53 - 1:
+        found.append((path, "integer outside the interoperable JSON range (+-(2**53-1))"))
+    elif value is not None and not isinstance(value, str | int | float):
+        found.append((path, f"a {type(value).__name__} is not a JSON value"))

@@ -1,0 +1,342 @@
+"""Cassettes: the YAML recordings vcrpy and pytest-recording write, read and written here.
+
+Shape (``version: 1``)::
+
+    interactions:
+    - request:  {method, uri, headers: {name: [value]}, body: <str> | null}
+      response: {status: {code, message}, headers: {name: [value]}, body: {string: <str>}}
+
+Accepted variants, because recordings come from several tools: a body as a plain string, as
+``{string: <str or !!binary>}``, as ``{type: json, content: ...}``, as null, or stored already
+parsed (``parsed_body`` beside or instead of ``body``, as pydantic-ai writes them, or a mapping
+``body``); a status as an int or ``{code, message}``; header values as a list or one string;
+header names in any case (kept lower-case). Bodies are kept as bytes: what was on the wire.
+
+Every problem is a ``TranscriptError`` with one line naming the file, never a traceback.
+``dump_cassette`` writes the vcrpy shape atomically and always scrubs secret headers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import http
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import yaml
+
+from toolloop_cli.errors import TranscriptError
+
+from .detect import detect_api
+
+__all__ = [
+    "SCRUBBED",
+    "SECRET_HEADERS",
+    "Cassette",
+    "Interaction",
+    "RecordedRequest",
+    "RecordedResponse",
+    "dump_cassette",
+    "load_cassette",
+    "scrub_headers",
+    "scrub_uri",
+]
+
+SCRUBBED = "<scrubbed>"
+#: Header names (lower-case) whose values never reach a recording.
+SECRET_HEADERS = frozenset(
+    {
+        "authorization",
+        "x-api-key",
+        "api-key",
+        "x-goog-api-key",
+        "openai-organization",
+        "openai-project",
+        "cookie",
+        "set-cookie",
+        "proxy-authorization",
+    }
+)
+#: Query parameters that carry credentials (Gemini accepts ``?key=``).
+SECRET_QUERY = frozenset({"key", "api_key", "api-key"})
+
+#: ``{type, content}`` bodies (pydantic-ai's newer cassettes) with these types.
+_TYPED = frozenset({"json", "text"})
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """A request as recorded; ``body`` is ``None`` when none was sent."""
+
+    method: str
+    uri: str
+    headers: dict[str, list[str]] = field(default_factory=dict)
+    body: bytes | None = None
+
+    def json(self) -> Any:
+        """The body as JSON (``None`` without a body); a non-JSON body is a ``TranscriptError``."""
+        if self.body is None:
+            return None
+        try:
+            return json.loads(self.body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise TranscriptError(f"recorded request to {self.uri} has no JSON body") from exc
+
+
+@dataclass(frozen=True)
+class RecordedResponse:
+    """A response as recorded."""
+
+    status: int
+    headers: dict[str, list[str]] = field(default_factory=dict)
+    body: bytes = b""
+
+
+@dataclass(frozen=True)
+class Interaction:
+    """One request and its answer; ``api`` is ``(provider, api_family)`` from the request URI."""
+
+    request: RecordedRequest
+    response: RecordedResponse
+    api: tuple[str, str] | None
+
+    @classmethod
+    def of(cls, request: RecordedRequest, response: RecordedResponse) -> Interaction:
+        """An interaction whose ``api`` is detected from the request URI."""
+        return cls(request, response, detect_api(request.uri))
+
+
+@dataclass
+class Cassette:
+    """A loaded recording: its interactions in order, and its other top-level keys."""
+
+    path: str
+    interactions: list[Interaction]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def load_cassette(path: str | os.PathLike[str]) -> Cassette:
+    """Read a cassette file; any problem is one ``TranscriptError`` line naming the file."""
+    name = os.fspath(path)
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise TranscriptError(f"transcript {name}: cannot read: {reason}") from exc
+    try:
+        document = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise TranscriptError(f"transcript {name}: not valid YAML{where}") from exc
+    return _cassette(name, document)
+
+
+def _cassette(name: str, document: Any) -> Cassette:
+    if not isinstance(document, dict):
+        raise TranscriptError(f"transcript {name}: not a YAML mapping")
+    raw = document.get("interactions")
+    if not isinstance(raw, list):
+        raise TranscriptError(f"transcript {name}: no 'interactions' list")
+    interactions: list[Interaction] = []
+    for index, node in enumerate(raw, start=1):
+        try:
+            interactions.append(_interaction(node))
+        except _Problem as exc:
+            raise TranscriptError(f"transcript {name}: interaction {index}: {exc}") from None
+    if not any(item.api is not None for item in interactions):
+        raise TranscriptError(f"transcript {name}: no interaction with a known provider API URI")
+    metadata = {str(k): v for k, v in document.items() if k != "interactions"}
+    return Cassette(path=name, interactions=interactions, metadata=metadata)
+
+
+class _Problem(ValueError):
+    """One problem inside an interaction; becomes a ``TranscriptError`` with the file name."""
+
+
+def _interaction(node: Any) -> Interaction:
+    if not isinstance(node, dict):
+        raise _Problem("not a mapping")
+    request, response = node.get("request"), node.get("response")
+    if not isinstance(request, dict):
+        raise _Problem("no 'request' mapping")
+    if not isinstance(response, dict):
+        raise _Problem("no 'response' mapping")
+    uri = request.get("uri")
+    if not isinstance(uri, str) or not uri:
+        raise _Problem("request has no 'uri'")
+    method = request.get("method", "POST")
+    if not isinstance(method, str):
+        raise _Problem("request 'method' is not a string")
+    recorded_request = RecordedRequest(
+        method=method.upper(),
+        uri=uri,
+        headers=_headers(request.get("headers"), "request"),
+        body=_body(request, "request"),
+    )
+    recorded_response = RecordedResponse(
+        status=_status(response.get("status")),
+        headers=_headers(response.get("headers"), "response"),
+        body=_body(response, "response") or b"",
+    )
+    return Interaction.of(recorded_request, recorded_response)
+
+
+def _status(node: Any) -> int:
+    code = node.get("code") if isinstance(node, dict) else node
+    if isinstance(code, str) and code.strip().isdigit():
+        code = int(code)
+    if not isinstance(code, int) or isinstance(code, bool) or not 100 <= code <= 599:
+        raise _Problem("response has no HTTP status code (an int or {code, message})")
+    return code
+
+
+def _headers(node: Any, where: str) -> dict[str, list[str]]:
+    if node is None:
+        return {}
+    if not isinstance(node, dict):
+        raise _Problem(f"{where} 'headers' is not a mapping")
+    headers: dict[str, list[str]] = {}
+    for name, value in node.items():
+        values = value if isinstance(value, list) else [] if value is None else [value]
+        try:
+            headers.setdefault(str(name).lower(), []).extend(_scalar(v) for v in values)
+        except TypeError:
+            raise _Problem(f"{where} header {name!r} has a non-scalar value") from None
+    return headers
+
+
+def _scalar(value: Any) -> str:
+    """A YAML scalar as header text (YAML reads ``2020-10-01`` as a date, ``236`` as an int)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | dt.date):
+        return value.isoformat() if isinstance(value, dt.date) else str(value)
+    raise TypeError(type(value).__name__)
+
+
+def _body(node: dict[str, Any], where: str) -> bytes | None:
+    """Body bytes from ``body`` (any variant) or, failing that, ``parsed_body``."""
+    body = node.get("body")
+    if body is None:
+        return _json_bytes(node["parsed_body"], where) if "parsed_body" in node else None
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, dict) and "string" in body:
+        text = body["string"]
+        if text is None or isinstance(text, bytes):
+            return text
+        if isinstance(text, str):
+            return text.encode("utf-8")
+        raise _Problem(f"{where} body 'string' is not text or !!binary")
+    if isinstance(body, dict) and set(body) == {"type", "content"} and body["type"] in _TYPED:
+        content = body["content"]
+        return content.encode("utf-8") if isinstance(content, str) else _json_bytes(content, where)
+    if isinstance(body, dict | list):
+        return _json_bytes(body, where)
+    raise _Problem(f"{where} 'body' is not a string, a mapping or null")
+
+
+def _json_bytes(value: Any, where: str) -> bytes:
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+    except (TypeError, ValueError) as exc:
+        raise _Problem(f"{where} parsed body is not JSON: {exc}") from None
+    return text.encode("utf-8")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def scrub_headers(headers: Mapping[str, list[str] | str]) -> dict[str, list[str]]:
+    """Lower-cased headers with every secret value replaced by ``<scrubbed>``."""
+    scrubbed: dict[str, list[str]] = {}
+    for name, value in headers.items():
+        key = name.lower()
+        values = [value] if isinstance(value, str) else list(value)
+        scrubbed[key] = [SCRUBBED] * len(values) if key in SECRET_HEADERS else values
+    return scrubbed
+
+
+def scrub_uri(uri: str) -> str:
+    """The URI with credential query parameters (``?key=``) replaced by ``<scrubbed>``."""
+    parts = urlsplit(uri)
+    if not parts.query:
+        return uri
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    if not any(k.lower() in SECRET_QUERY for k, _ in pairs):
+        return uri
+    query = urlencode([(k, SCRUBBED if k.lower() in SECRET_QUERY else v) for k, v in pairs])
+    return urlunsplit(parts._replace(query=query))
+
+
+def dump_cassette(cassette: Cassette | Iterable[Interaction], path: str | os.PathLike[str]) -> None:
+    """Write interactions in the vcrpy shape, secrets scrubbed, atomically (tmp + rename)."""
+    if isinstance(cassette, Cassette):
+        interactions, metadata = cassette.interactions, dict(cassette.metadata)
+    else:
+        interactions, metadata = list(cassette), {}
+    document = {
+        **metadata,
+        "interactions": [_dump_interaction(item) for item in interactions],
+        "version": 1,
+    }
+    text = yaml.dump(document, Dumper=_Dumper, sort_keys=True, allow_unicode=True, width=1 << 30)
+    target = Path(os.fspath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)  # mkstemp makes 0600; a recording is an ordinary file
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _dump_interaction(item: Interaction) -> dict[str, Any]:
+    request, response = item.request, item.response
+    try:
+        phrase = http.HTTPStatus(response.status).phrase
+    except ValueError:
+        phrase = ""
+    return {
+        "request": {
+            "body": None if request.body is None else _text_or_bytes(request.body),
+            "headers": scrub_headers(request.headers),
+            "method": request.method,
+            "uri": scrub_uri(request.uri),
+        },
+        "response": {
+            "body": {"string": _text_or_bytes(response.body)},
+            "headers": scrub_headers(response.headers),
+            "status": {"code": response.status, "message": phrase},
+        },
+    }
+
+
+def _text_or_bytes(body: bytes) -> str | bytes:
+    """Text when the body is UTF-8 (readable in the file), else bytes (written as !!binary)."""
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body

@@ -1,0 +1,186 @@
+"""The composition root: builds the store, adapter, transport and toolbox an operation runs with.
+
+This is the one place that knows every package; the engine only sees the ports.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolloop_cli.engine.context import Deps
+from toolloop_cli.engine.ports import Clock, ModelAdapter, Transport
+from toolloop_cli.engine.records import OperationRecord
+from toolloop_cli.engine.types import CallContext, JSONObject, ToolExecution, ToolInfo, ToolSpec
+from toolloop_cli.errors import UsageError
+from toolloop_cli.store import Store
+from toolloop_cli.tools.context import ToolContext
+from toolloop_cli.tools.dispatcher import execute as run_handler, reconcile as run_reconcile
+from toolloop_cli.tools.registry import Registry, ToolDef
+from toolloop_cli.tools.validation import validate_arguments
+
+#: Where live providers are reached, and which environment variables configure them.
+PROVIDERS: dict[str, dict[str, str]] = {
+    "openai": {
+        "api_family": "responses",
+        "key_env": "OPENAI_API_KEY",
+        "base_env": "OPENAI_BASE_URL",
+        "base_url": "https://api.openai.com/v1",
+    },
+}
+
+
+class RegistryToolbox:
+    """The engine's ``Toolbox`` over a loaded registry: exact-name lookup, strict checks."""
+
+    def __init__(self, registry: Registry, data_dir: Path) -> None:
+        self.registry = registry
+        self.data_dir = data_dir
+        self._specs = registry.tool_specs()
+
+    @property
+    def registry_sha256(self) -> str:
+        return self.registry.sha256
+
+    @property
+    def policy_revision(self) -> str:
+        return self.registry.policy.revision
+
+    @property
+    def approval_ttl_s(self) -> int:
+        return self.registry.policy.approval_ttl_s
+
+    def specs(self) -> list[ToolSpec]:
+        return self._specs
+
+    def lookup(self, name: str) -> ToolInfo | None:
+        tool = self.registry.get(name)
+        if tool is None:
+            return None
+        return ToolInfo(
+            name=tool.name,
+            schema_version=tool.schema_version,
+            side_effecting=tool.side_effecting,
+            needs_approval=tool.approval == "always",
+            key_fields=tool.key_fields,
+            sha256=tool.sha256,
+            max_argument_bytes=tool.max_argument_bytes,
+            has_reconcile=tool.reconcile is not None,
+        )
+
+    def validate(self, name: str, arguments: JSONObject) -> list[str]:
+        return validate_arguments(self._tool(name), arguments)
+
+    def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution:
+        outcome = run_handler(self._tool(name), arguments, self._context(name, context))
+        return _neutral(outcome)
+
+    def reconcile(
+        self, name: str, arguments: JSONObject, context: CallContext
+    ) -> ToolExecution | None:
+        outcome = run_reconcile(self._tool(name), arguments, self._context(name, context))
+        return None if outcome is None else _neutral(outcome)
+
+    def _tool(self, name: str) -> ToolDef:
+        tool = self.registry.get(name)
+        if tool is None:  # the engine only asks for tools it looked up
+            raise UsageError(f"tool {name!r} is not in registry {self.registry.name}")
+        return tool
+
+    def _context(self, name: str, context: CallContext) -> ToolContext:
+        return ToolContext(
+            operation_id=context.operation_id,
+            call_id=context.call_id,
+            idempotency_key=context.idempotency_key,
+            tenant=context.tenant,
+            subject=context.subject,
+            deadline=context.deadline,
+            tool=name,
+            data_dir=self.data_dir,
+        )
+
+
+def _neutral(outcome: Any) -> ToolExecution:
+    return ToolExecution(
+        status=outcome.status,
+        value=outcome.value,
+        error=outcome.error,
+        result_bytes=outcome.result_bytes,
+        duration_ms=outcome.duration_ms,
+    )
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where model turns come from: a recording, or a live provider."""
+
+    transcript: Path | None = None
+    provider: str | None = None
+
+
+def make_adapter(provider: str, api_family: str, base_url: str | None = None) -> ModelAdapter:
+    from toolloop_cli.adapters import get_adapter
+
+    return get_adapter(provider, api_family, base_url=base_url)
+
+
+def transcript_transport(path: Path, skip: int = 0) -> tuple[Transport, tuple[str, str]]:
+    """A replay transport over a cassette, positioned after ``skip`` answered requests."""
+    from toolloop_cli.transcripts.cassette import load_cassette
+    from toolloop_cli.transcripts.transport import ReplayTransport, cassette_api
+
+    cassette = load_cassette(path)
+    api = cassette_api(cassette)
+    transport = ReplayTransport(cassette, api, start=skip)
+    return transport, api
+
+
+def live_transport(provider: str) -> Transport:
+    """An httpx transport with the provider's key from its environment variable."""
+    from toolloop_cli.adapters.live import LiveTransport
+
+    info = PROVIDERS.get(provider)
+    if info is None:
+        raise UsageError(f"unknown provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}")
+    key = os.environ.get(info["key_env"], "")
+    if not key:
+        raise UsageError(f"{info['key_env']} is not set: the {provider} provider needs an API key")
+    return LiveTransport(provider, key)
+
+
+def base_url(provider: str) -> str:
+    info = PROVIDERS[provider]
+    return os.environ.get(info["base_env"]) or info["base_url"]
+
+
+def deps_for(
+    store: Store,
+    op: OperationRecord,
+    registry: Registry,
+    *,
+    clock: Clock | None = None,
+    on_event: Callable[[str, dict[str, object]], None] | None = None,
+    transport: Transport | None = None,
+) -> Deps:
+    """Everything needed to step ``op``, rebuilt from what the store recorded about it."""
+    source = op.source
+    if transport is None:
+        if op.transport == "transcript":
+            transport, _ = transcript_transport(Path(source["transcript"]), op.counters.requests)
+        else:
+            transport = live_transport(op.provider)
+    adapter = make_adapter(op.provider, op.api_family, source.get("base_url"))
+    deps = Deps(
+        store=store,
+        adapter=adapter,
+        transport=transport,
+        toolbox=RegistryToolbox(registry, store.data_dir),
+    )
+    if clock is not None:
+        deps.clock = clock
+    if on_event is not None:
+        deps.on_event = on_event
+    return deps

@@ -55,7 +55,9 @@ def first_turn(name: str) -> ModelTurn:
 
 def answer(body: Any, status: int = 200, **headers: str) -> HttpResponse:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return HttpResponse(status=status, headers={"content-type": "application/json", **headers}, body=data)
+    return HttpResponse(
+        status=status, headers={"content-type": "application/json", **headers}, body=data
+    )
 
 
 def response(output: list[Any], status: str = "completed", **extra: Any) -> dict[str, Any]:
@@ -179,7 +181,10 @@ def test_failed_in_body() -> None:
     turn = first_turn("failed.yaml")
     assert turn.outcome is TurnOutcome.API_FAILURE
     assert turn.finish_reason == "failed"
-    assert turn.error is not None and (turn.error.code, turn.error.retryable) == ("server_error", True)
+    assert turn.error is not None and (turn.error.code, turn.error.retryable) == (
+        "server_error",
+        True,
+    )
 
 
 def test_final_text_from_recording() -> None:
@@ -260,14 +265,20 @@ MALFORMED: list[tuple[str, Any]] = [
     ("output item not an object", response(["call"])),
     ("item without type", response([{"call_id": "call_a"}])),
     ("call without call_id", response([call_item(call_id="")])),
-    ("call with item id only", response([{k: v for k, v in call_item().items() if k != "call_id"}])),
+    (
+        "call with item id only",
+        response([{k: v for k, v in call_item().items() if k != "call_id"}]),
+    ),
     ("call without name", response([call_item(name=None)])),
     ("arguments not a string", response([call_item(arguments={"order_id": "ord_1"})])),
     ("item id not a string", response([call_item(item_id=7)])),  # type: ignore[arg-type]
     ("repeated call_id", response([call_item(item_id="fc_1"), call_item(item_id="fc_2")])),
     ("message content not a list", response([{"type": "message", "content": "hi"}])),
     ("unknown message part", response([{"type": "message", "content": [{"type": "audio"}]}])),
-    ("output_text without text", response([{"type": "message", "content": [{"type": "output_text"}]}])),
+    (
+        "output_text without text",
+        response([{"type": "message", "content": [{"type": "output_text"}]}]),
+    ),
     ("completed with nothing", response([])),
     ("completed with only reasoning", response([{"type": "reasoning", "summary": []}])),
     ("incomplete reason not text", response([], "incomplete", incomplete_details={"reason": 3})),
@@ -290,8 +301,17 @@ def classify(status: int, body: Any = b"", **headers: str) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("status", "retryable"), [(400, False), (401, False), (404, False), (408, True), (409, True),
-                              (429, True), (500, True), (503, True)]
+    ("status", "retryable"),
+    [
+        (400, False),
+        (401, False),
+        (404, False),
+        (408, True),
+        (409, True),
+        (429, True),
+        (500, True),
+        (503, True),
+    ],
 )
 def test_status_table(status: int, retryable: bool) -> None:
     assert classify(status).retryable is retryable
@@ -433,8 +453,16 @@ def test_result_items_shape_and_order() -> None:
         for n in (2, 1)
     ]
     assert ADAPTER.result_items(results) == [
-        {"type": "function_call_output", "call_id": "call_2", "output": '{"a":"é","ok":false,"z":2}'},
-        {"type": "function_call_output", "call_id": "call_1", "output": '{"a":"é","ok":true,"z":1}'},
+        {
+            "type": "function_call_output",
+            "call_id": "call_2",
+            "output": '{"a":"é","ok":false,"z":2}',
+        },
+        {
+            "type": "function_call_output",
+            "call_id": "call_1",
+            "output": '{"a":"é","ok":true,"z":1}',
+        },
     ]
 
 
@@ -457,9 +485,7 @@ def test_get_adapter_table() -> None:
 
 
 def sse(*events: dict[str, Any]) -> bytes:
-    return b"".join(
-        f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events
-    )
+    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
 
 
 def streamed(data: bytes, chunk: int = 7) -> HttpResponse:
@@ -494,7 +520,10 @@ def test_stream_error_event_is_a_failure() -> None:
     error = {"type": "error", "code": "server_error", "message": "boom", "param": None}
     turn = ADAPTER.parse_response(streamed(sse(*STREAM_START, error)))
     assert turn.outcome is TurnOutcome.API_FAILURE
-    assert turn.error is not None and (turn.error.code, turn.error.retryable) == ("server_error", True)
+    assert turn.error is not None and (turn.error.code, turn.error.retryable) == (
+        "server_error",
+        True,
+    )
 
 
 def test_stream_over_the_byte_cap_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -506,41 +535,49 @@ def test_stream_over_the_byte_cap_is_refused(monkeypatch: pytest.MonkeyPatch) ->
 # -- properties ----------------------------------------------------------------------------
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=20,
 )
-FIELD = st.sampled_from(["completed", "incomplete", "failed", "queued", "x"]) | JSON_VALUES
-ITEMS = st.lists(
-    st.fixed_dictionaries(
-        {"type": st.sampled_from(["function_call", "message", "reasoning"]) | JSON_VALUES},
-        optional={
-            "call_id": st.just("call_1") | JSON_VALUES,
-            "name": st.just("get_order") | JSON_VALUES,
-            "arguments": st.just('{"a": 1}') | JSON_VALUES,
-            "id": JSON_VALUES,
-            "status": FIELD,
-            "content": st.lists(
-                st.fixed_dictionaries(
-                    {"type": st.sampled_from(["output_text", "refusal"]) | JSON_VALUES},
-                    optional={"text": JSON_VALUES, "refusal": JSON_VALUES},
-                )
-            )
-            | JSON_VALUES,
-        },
-    ),
-    max_size=3,
+
+
+def mostly(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Valid seven times out of eight, any JSON value otherwise: reaches the deep branches."""
+    return st.sampled_from(range(8)).flatmap(lambda n: valid if n else JSON_VALUES)
+
+
+STATUS = st.sampled_from(["completed", "incomplete", "failed", "queued", "cancelled", "x"])
+PART = st.fixed_dictionaries(
+    {"type": mostly(st.sampled_from(["output_text", "refusal"]))},
+    optional={"text": mostly(st.text(max_size=5)), "refusal": mostly(st.text(max_size=5))},
+)
+ITEM = st.fixed_dictionaries(
+    {
+        "type": mostly(st.sampled_from(["function_call", "message", "reasoning"])),
+        "call_id": mostly(st.sampled_from(["call_1", "call_2"])),
+        "name": mostly(st.just("get_order")),
+        "arguments": mostly(st.sampled_from(['{"a": 1}', '{"a": ', "[]"])),
+        "content": mostly(st.lists(PART, max_size=2)),
+    },
+    optional={"id": mostly(st.just("fc_1")), "status": mostly(STATUS | st.none())},
 )
 RESPONSES = st.fixed_dictionaries(
-    {},
+    {
+        "id": mostly(st.just("resp_1")),
+        "status": mostly(STATUS),
+        "output": mostly(st.lists(ITEM, max_size=3)),
+    },
     optional={
-        "id": st.just("resp_1") | JSON_VALUES,
-        "status": FIELD,
-        "output": ITEMS | JSON_VALUES,
-        "usage": JSON_VALUES,
+        "usage": mostly(st.fixed_dictionaries({"input_tokens": JSON_VALUES})),
         "model": JSON_VALUES,
-        "error": JSON_VALUES,
-        "incomplete_details": JSON_VALUES,
+        "error": mostly(st.fixed_dictionaries({"code": JSON_VALUES, "message": JSON_VALUES})),
+        "incomplete_details": mostly(st.fixed_dictionaries({"reason": JSON_VALUES})),
     },
 )
 

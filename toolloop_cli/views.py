@@ -79,6 +79,7 @@ def summary(op: OperationRecord) -> dict[str, Any]:
         "registry": {
             "name": op.registry_name,
             "revision": op.registry_revision,
+            "path": op.registry_path,
             "sha256": op.registry_sha256,
             "policy_revision": op.policy_revision,
         },

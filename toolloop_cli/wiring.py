@@ -6,11 +6,14 @@ This is the one place that knows every package; the engine only sees the ports.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolloop_cli import failpoints
+from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ports import Clock, ModelAdapter, Transport
 from toolloop_cli.engine.records import OperationRecord
@@ -36,9 +39,12 @@ PROVIDERS: dict[str, dict[str, str]] = {
 class RegistryToolbox:
     """The engine's ``Toolbox`` over a loaded registry: exact-name lookup, strict checks."""
 
-    def __init__(self, registry: Registry, data_dir: Path) -> None:
+    def __init__(
+        self, registry: Registry, data_dir: Path, now: Callable[[], float] = time.time
+    ) -> None:
         self.registry = registry
         self.data_dir = data_dir
+        self.now = now  # the engine's clock, so deadlines and timeouts agree
         self._specs = registry.tool_specs()
 
     @property
@@ -75,13 +81,17 @@ class RegistryToolbox:
         return validate_arguments(self._tool(name), arguments)
 
     def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution:
-        outcome = run_handler(self._tool(name), arguments, self._context(name, context))
+        outcome = run_handler(
+            self._tool(name), arguments, self._context(name, context), now=self.now
+        )
         return _neutral(outcome)
 
     def reconcile(
         self, name: str, arguments: JSONObject, context: CallContext
     ) -> ToolExecution | None:
-        outcome = run_reconcile(self._tool(name), arguments, self._context(name, context))
+        outcome = run_reconcile(
+            self._tool(name), arguments, self._context(name, context), now=self.now
+        )
         return None if outcome is None else _neutral(outcome)
 
     def _tool(self, name: str) -> ToolDef:
@@ -173,14 +183,15 @@ def deps_for(
         else:
             transport = live_transport(op.provider)
     adapter = make_adapter(op.provider, op.api_family, source.get("base_url"))
+    engine_clock: Clock = clock if clock is not None else SystemClock()
     deps = Deps(
         store=store,
         adapter=adapter,
         transport=transport,
-        toolbox=RegistryToolbox(registry, store.data_dir),
+        toolbox=RegistryToolbox(registry, store.data_dir, lambda: engine_clock.now().timestamp()),
+        clock=engine_clock,
+        failpoint=failpoints.hit,
     )
-    if clock is not None:
-        deps.clock = clock
     if on_event is not None:
         deps.on_event = on_event
     return deps

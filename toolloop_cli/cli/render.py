@@ -7,7 +7,6 @@ import sys
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 out = Console(highlight=False, soft_wrap=True)
@@ -55,12 +54,12 @@ def operation(view: dict[str, Any]) -> None:
     )
     if view.get("reason"):
         out.print(f"[dim]reason:[/dim] {view['reason']}")
-    if view.get("turns"):
-        out.print(_turns_table(view["turns"]))
-    if view.get("calls"):
-        out.print(_calls_table(view["calls"]))
-    if view.get("approvals"):
-        out.print(_approvals_table(view["approvals"]))
+    for turn in view.get("turns", []):
+        out.print(_turn_line(turn))
+    for call in view.get("calls", []):
+        out.print(_call_line(call))
+    for apr in view.get("approvals", []):
+        out.print(_approval_line(apr))
     counters = view["counters"]
     guards = view["guards"]
     out.print(
@@ -73,48 +72,41 @@ def operation(view: dict[str, Any]) -> None:
         out.print(Text("final text: ", style="bold") + Text(view["final_text"]))
 
 
-def _turns_table(turns: list[dict[str, Any]]) -> Table:
-    table = Table(title="turns", title_justify="left", expand=False)
-    for col in ("#", "response id", "outcome", "finish reason", "detail"):
-        table.add_column(col)
-    for t in turns:
-        table.add_row(
-            str(t["index"]),
-            t["response_id"] or "-",
-            t["outcome"],
-            t["finish_reason"] or "-",
-            short(t["detail"] or "", 60),
-        )
-    return table
+def _turn_line(t: dict[str, Any]) -> Text:
+    line = Text.assemble(
+        (f"turn {t['index']} ", "bold"),
+        t["outcome"],
+        (f"  {t['finish_reason'] or '-'}  {t['response_id'] or ''}", "dim"),
+    )
+    if t["detail"]:
+        line.append(f"\n      {short(t['detail'], 110)}", style="dim")
+    return line
 
 
-def _calls_table(calls: list[dict[str, Any]]) -> Table:
-    table = Table(title="calls", title_justify="left", expand=False)
-    for col in ("turn", "call id", "tool", "arguments", "state", "result"):
-        table.add_column(col, overflow="fold")
-    for c in calls:
-        table.add_row(
-            str(c["turn"]),
-            c["call_id"],
-            c["name"],
-            short(c["arguments"], 50),
-            state_text(c["state"]),
-            short(c["result"], 60) if c["result"] is not None else "-",
-        )
-    return table
+def _call_line(c: dict[str, Any]) -> Text:
+    """One call per line: turn, tool, arguments, state, then its result indented below."""
+    line = Text.assemble(
+        (f"  turn {c['turn']} ", "dim"),
+        (c["name"], "bold"),
+        " ",
+        short(c["arguments"], 70),
+        "  ",
+        state_text(c["state"]),
+        (f"  {c['call_id']}", "dim"),
+    )
+    if c["result"] is not None:
+        line.append("\n      → " + short(c["result"], 110), style="dim")
+    return line
 
 
-def _approvals_table(approvals: list[dict[str, Any]]) -> Table:
-    table = Table(title="approvals", title_justify="left", expand=False)
-    for col in ("approval id", "call id", "tool", "status", "decided by", "expires at"):
-        table.add_column(col, overflow="fold")
-    for a in approvals:
-        table.add_row(
-            a["approval_id"],
-            a["call_id"],
-            a["tool"],
-            a["status"],
-            a["decided_by"] or "-",
-            a["expires_at"],
-        )
-    return table
+def _approval_line(a: dict[str, Any]) -> Text:
+    decided = f" by {a['decided_by']}" if a["decided_by"] else ""
+    why = f": {a['reason']}" if a["reason"] else ""
+    return Text.assemble(
+        ("  approval ", "dim"),
+        (a["approval_id"], "bold"),
+        f" {a['tool']} ",
+        state_text(a["status"]),
+        f"{decided}{why}",
+        (f"  expires {a['expires_at']}", "dim"),
+    )

@@ -13,7 +13,9 @@ from rich.text import Text
 from toolloop_cli import operations
 from toolloop_cli.engine.loop import StepResult
 from toolloop_cli.engine.records import Guards
+from toolloop_cli.errors import ToolloopError
 from toolloop_cli.store import Store, open_store
+from toolloop_cli.tools.registry import load_registry
 from toolloop_cli.views import exit_code, operation_view
 
 from . import render
@@ -62,8 +64,19 @@ def finish(
     return exit_code(result.target)
 
 
+def _approver(view: dict[str, Any]) -> str:
+    """A subject the policy lets decide (not the run's own subject), for the hint lines."""
+    try:
+        policy = load_registry(view["registry"]["path"]).policy
+    except ToolloopError:
+        return "SUBJECT"
+    others = [a for a in policy.approvers if a != view["subject"]]
+    return others[0] if others else "SUBJECT"
+
+
 def _print_next_steps(view: dict[str, Any], store_path: Path) -> None:
     flag = _store_flag(store_path)
+    who = _approver(view)
     pending = [a for a in view["approvals"] if a["status"] == "PENDING"]
     for apr in pending:
         call = next(c for c in view["calls"] if c["call_id"] == apr["call_id"])
@@ -76,10 +89,10 @@ def _print_next_steps(view: dict[str, Any], store_path: Path) -> None:
             )
         )
         render.out.print(
-            f"  approve:  toolloop approve {apr['approval_id']} --as SUBJECT --resume{flag}"
+            f"  approve:  toolloop approve {apr['approval_id']} --as {who} --resume{flag}"
         )
         render.out.print(
-            f"  deny:     toolloop approve {apr['approval_id']} --as SUBJECT --deny "
+            f"  deny:     toolloop approve {apr['approval_id']} --as {who} --deny "
             f'--reason "..."{flag}'
         )
     render.out.print(f"  resume:   toolloop resume {view['operation_id']}{flag}")

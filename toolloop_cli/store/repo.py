@@ -33,8 +33,8 @@ from toolloop_cli.errors import AlreadyDecided, OperationNotFound, StoreError
 _OP_COLUMNS = (
     "operation_id, state, task, provider, api_family, model, transport, adapter_revision, "
     "tenant, subject, registry_name, registry_revision, registry_path, registry_sha256, "
-    "policy_revision, settings_json, source_json, guards_json, counters_json, current_turn, final_text, "
-    "reason, created_at, updated_at, deadline_at"
+    "policy_revision, settings_json, source_json, guards_json, counters_json, current_turn, "
+    "final_text, reason, created_at, updated_at, deadline_at"
 )
 
 

@@ -197,7 +197,7 @@ def _check_tool(
     result_schema = _check_schema(body, "result_schema", path, problems, object_required=False)
     handler = _resolve(body, "handler", path, folder, problems)
     reconcile = _resolve(body, "reconcile", path, folder, problems)
-    key_fields = _check_key_fields(body, path, parameters or {}, problems)
+    key_fields = _check_key_fields(body, path, parameters, problems)
     tool_fields = {
         "schema_version": _get(body, "schema_version", path, problems, "str", ""),
         "description": _get(body, "description", path, problems, "str", ""),
@@ -245,7 +245,7 @@ def _check_schema(
 
 
 def _check_key_fields(
-    body: dict[Any, Any], path: str, parameters: dict[str, Any], problems: list[Problem]
+    body: dict[Any, Any], path: str, parameters: dict[str, Any] | None, problems: list[Problem]
 ) -> tuple[str, ...] | None:
     """``idempotency.key_fields``: the declared intent fields an idempotency key is made of."""
     if "idempotency" not in body:
@@ -259,10 +259,9 @@ def _check_key_fields(
     fields: list[str] = _get(value, "key_fields", where, problems, "names", [])
     if "key_fields" in value and not fields:
         problems.append((_join(where, "key_fields"), "must list at least one field"))
-    properties = parameters.get("properties", {})
-    declared = properties if isinstance(properties, dict) else {}
-    for index, name in enumerate(fields):
-        if name not in declared:
+    declared = {} if parameters is None else parameters.get("properties")
+    for index, name in enumerate(fields if parameters is not None else []):  # else: reported
+        if not isinstance(declared, dict) or name not in declared:
             message = f"'{name}' is not a declared property in parameters"
             problems.append((f"{where}.key_fields[{index}]", message))
     return tuple(fields) or None

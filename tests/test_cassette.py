@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -493,3 +494,57 @@ def test_every_fixture_is_a_valid_openai_cassette(path: Path) -> None:
     for item in cassette.interactions:
         assert item.request.headers["authorization"] == [SCRUBBED]
         assert item.request.json()["input"][0]["role"] == "user"
+
+
+CALL = {
+    "id": "fc_0e9d",
+    "type": "function_call",
+    "status": "completed",
+    "arguments": '{"country":"France"}',
+    "call_id": "call_HQHd",
+    "name": "get_capital",
+}
+EVENTS: list[dict[str, Any]] = [
+    {"type": "response.created", "response": {"id": "resp_0e9d", "status": "in_progress"}},
+    {"type": "response.output_item.added", "output_index": 0, "item": {**CALL, "arguments": ""}},
+    {"type": "response.function_call_arguments.delta", "item_id": "fc_0e9d", "delta": "{"},
+    {
+        "type": "response.completed",
+        "response": {
+            "id": "resp_0e9d",
+            "object": "response",
+            "status": "completed",
+            "model": "gpt-4o-2024-08-06",
+            "output": [CALL],
+            "usage": {"input_tokens": 39, "output_tokens": 16, "total_tokens": 55},
+        },
+    },
+]
+SSE = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in EVENTS)
+#: the shape pydantic-ai records streams in: parsed request body, ``string: |+`` response body
+STREAMED = (
+    "interactions:\n- request:\n    method: POST\n"
+    "    parsed_body: {model: gpt-4o, stream: true, input: [{role: user, content: capital?}]}\n"
+    f"    uri: {OPENAI_URI}\n"
+    "  response:\n    body:\n      string: |+\n"
+    + textwrap.indent(SSE, " " * 8)
+    + "    headers:\n      content-type:\n      - text/event-stream; charset=utf-8\n"
+    "    status:\n      code: 200\n      message: OK\nversion: 1\n"
+)
+
+
+def test_streamed_recording_replays_through_the_adapter(tmp_path: Path) -> None:
+    """A pydantic-ai style SSE recording (``string: |+``) is served as-is and parsed."""
+    cassette = load_cassette(write(tmp_path, STREAMED))
+    assert cassette.interactions[0].request.json()["stream"] is True
+    answer = ReplayTransport(cassette).send(request(1))
+    assert answer.content_type.startswith("text/event-stream")
+    turn = OpenAIResponsesAdapter().parse_response(answer)
+    assert turn.outcome is TurnOutcome.TOOL_PROPOSALS
+    (call,) = turn.calls
+    assert (call.call_id, call.item_id, call.arguments) == (
+        "call_HQHd",
+        "fc_0e9d",
+        {"country": "France"},
+    )
+    assert turn.usage.total_tokens == 55

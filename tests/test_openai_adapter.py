@@ -85,7 +85,7 @@ def test_tool_proposal_pairs_by_call_id_not_item_id() -> None:
     assert [c.arguments for c in turn.calls] == [{"order_id": "ord_1001"}, {"order_id": "ord_1002"}]
     for call, item in zip(turn.calls, turn.output_items, strict=True):
         assert call.call_id == item["call_id"] and call.call_id.startswith("call_")
-        assert call.item_id == item["id"] and call.item_id.startswith("fc_")
+        assert call.item_id == item["id"] and item["id"].startswith("fc_")
         assert call.raw_arguments == item["arguments"]
     results = [
         ResultForModel(
@@ -493,7 +493,7 @@ def streamed(data: bytes, chunk: int = 7) -> HttpResponse:
     return HttpResponse(200, {"content-type": "text/event-stream; charset=utf-8"}, chunks=pieces)
 
 
-STREAM_START = [
+STREAM_START: list[dict[str, Any]] = [
     {"type": "response.created", "response": response([], "in_progress")},
     {"type": "response.output_item.added", "output_index": 0, "item": call_item(arguments="")},
     {"type": "response.function_call_arguments.delta", "item_id": "fc_a", "delta": '{"order'},
@@ -514,6 +514,16 @@ def test_stream_cut_before_terminal_event_is_truncated() -> None:
         "stream_incomplete",
         (),
     )
+
+
+def test_stream_cut_mid_event_is_truncated_but_a_bad_whole_event_is_malformed() -> None:
+    done = sse({"type": "response.completed", "response": response([call_item()])})
+    cut = ADAPTER.parse_response(streamed(sse(*STREAM_START) + done[:-40]))
+    assert (cut.outcome, cut.calls) == (TurnOutcome.TRUNCATED, ())
+    unterminated = ADAPTER.parse_response(streamed(sse(*STREAM_START) + done.rstrip(b"\n")))
+    assert unterminated.outcome is TurnOutcome.TOOL_PROPOSALS
+    with pytest.raises(MalformedProviderPayload):
+        ADAPTER.parse_response(streamed(b"data: {not json}\n\n" + done))
 
 
 def test_stream_error_event_is_a_failure() -> None:

@@ -192,16 +192,26 @@ def _parse_stream(body: bytes) -> ModelTurn:
 
 
 def _stream_events(body: bytes) -> list[JSONObject]:
-    """The JSON ``data`` of each server-sent event, in order (comments and ``[DONE]`` skipped)."""
+    """The JSON ``data`` of each server-sent event, in order (comments and ``[DONE]`` skipped).
+
+    A last event without its closing blank line counts only if its data is whole JSON: a
+    stream cut mid-event is a cut stream, not a malformed one.
+    """
     events: list[JSONObject] = []
-    for block in _EVENT_SPLIT.split(body):
+    blocks = _EVENT_SPLIT.split(body)
+    for index, block in enumerate(blocks):
         lines = [line for line in block.splitlines() if line.startswith(b"data:")]
         if not lines:
             continue
         data = b"\n".join(line[5:].removeprefix(b" ") for line in lines)
         if data.strip() == b"[DONE]":
             continue
-        event = load_json_body(data, _PROVIDER)
+        try:
+            event = load_json_body(data, _PROVIDER)
+        except MalformedProviderPayload:
+            if index == len(blocks) - 1:
+                break
+            raise
         if not isinstance(event, dict):
             _malformed("stream event data is not a JSON object")
         events.append(event)
@@ -237,25 +247,14 @@ def _parse_body(data: Any) -> ModelTurn:
         case "failed":
             error = classify_body_failure(OPENAI, data.get("error"))
             detail = f"response failed: {error.code or 'no error code'}"
-            return ModelTurn(
-                outcome=TurnOutcome.API_FAILURE,
-                finish_reason=status,
-                error=error,
-                detail=detail,
-                **common,
-            )
         case "cancelled" | "in_progress" | "queued":
             error = ApiError(code=status, message=f"response is {status}", retryable=False)
             detail = f"response is {status}, not finished: nothing to act on"
-            return ModelTurn(
-                outcome=TurnOutcome.API_FAILURE,
-                finish_reason=status,
-                error=error,
-                detail=detail,
-                **common,
-            )
         case _:
             _malformed(f"unknown response status {status!r}")
+    return ModelTurn(
+        outcome=TurnOutcome.API_FAILURE, finish_reason=status, error=error, detail=detail, **common
+    )
 
 
 def _completed(scan: _Scan, common: dict[str, Any]) -> ModelTurn:

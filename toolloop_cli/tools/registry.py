@@ -257,7 +257,7 @@ def _check_key_fields(
         return None
     _check_keys(value, where, frozenset({"key_fields"}), frozenset({"key_fields"}), problems)
     fields: list[str] = _get(value, "key_fields", where, problems, "names", [])
-    if "key_fields" in value and not fields:
+    if value.get("key_fields") == []:
         problems.append((_join(where, "key_fields"), "must list at least one field"))
     declared = {} if parameters is None else parameters.get("properties")
     for index, name in enumerate(fields if parameters is not None else []):  # else: reported

@@ -38,8 +38,20 @@ class ReplayTransport:
         #: the interactions served so far, aligned with ``sent`` (for divergence reports)
         self.served: list[Interaction] = []
         self._queue = [item for item in cassette.interactions if item.api == self.api]
+        self._all = list(self._queue)
         #: answers already used by an earlier process of the same operation (on resume)
         self._queue = self._queue[start:]
+
+    def recorded_model(self) -> str | None:
+        """The ``model`` of the first recorded request, if its body says (for display)."""
+        for interaction in self._all:
+            try:
+                body = interaction.request.json()
+            except TranscriptError:
+                continue
+            if isinstance(body, dict) and isinstance(body.get("model"), str):
+                return body["model"]
+        return None
 
     @property
     def remaining(self) -> int:

@@ -49,8 +49,9 @@ class ReplayTransport:
                 body = interaction.request.json()
             except TranscriptError:
                 continue
-            if isinstance(body, dict) and isinstance(body.get("model"), str):
-                return body["model"]
+            model = body.get("model") if isinstance(body, dict) else None
+            if isinstance(model, str):
+                return model
         return None
 
     @property

@@ -75,6 +75,7 @@ class RegistryToolbox:
             sha256=tool.sha256,
             max_argument_bytes=tool.max_argument_bytes,
             has_reconcile=tool.reconcile is not None,
+            sequential=tool.sequential,
         )
 
     def validate(self, name: str, arguments: JSONObject) -> list[str]:
@@ -110,6 +111,8 @@ class RegistryToolbox:
             deadline=context.deadline,
             tool=name,
             data_dir=self.data_dir,
+            max_result_bytes=context.max_result_bytes,
+            timeout_ms=context.timeout_ms,
         )
 
 

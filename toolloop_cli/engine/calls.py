@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from toolloop_cli.errors import ApprovalError, StoreError, TamperedStore
 
-from . import envelopes
+from . import envelopes, guards, parallel
 from .clock import iso, later, parse_iso
 from .context import Deps, call_to, save_counters, stop, transition
 from .ids import arguments_digest, idempotency_key, new_approval_id
@@ -32,38 +32,30 @@ def _turn_calls(deps: Deps, op: OperationRecord) -> list[CallRecord]:
 def validate(deps: Deps, op: OperationRecord) -> OperationRecord:
     """Check every proposal against the registry; decide run, wait, or answer with an error."""
     with deps.store.transaction():
-        allowed = 0
+        valid: list[tuple[CallRecord, ToolInfo]] = []
         for call in _turn_calls(deps, op):
             if call.state is not C.PROPOSED:
                 continue
-            tool = deps.toolbox.lookup(call.name)
-            if tool is None:
-                call_to(
-                    deps,
-                    call,
-                    C.INVALID,
-                    "unknown tool",
-                    model_result=envelopes.unknown_tool(call.name),
-                )
-                continue
-            problem = _argument_problem(deps, tool, call)
-            if problem is not None:
-                call_to(deps, call, C.INVALID, "invalid arguments", model_result=problem)
-                continue
-            if op.counters.tool_calls + allowed >= op.guards.max_tool_calls:
-                reason = (
-                    f"budget max_tool_calls: limit {op.guards.max_tool_calls} reached "
-                    f"({op.counters.tool_calls} calls run)"
-                )
-                return stop(deps, op, OpState.BUDGET_EXHAUSTED, reason)
-            assert call.arguments is not None
-            key = idempotency_key(
-                op.operation_id, tool.name, tool.schema_version, call.arguments, tool.key_fields
+            checked = _check_call(deps, op, call)
+            if checked is not None:
+                valid.append(checked)
+        stuck = _no_progress(deps, op, valid)
+        if stuck is not None:
+            return stop(deps, op, OpState.NO_PROGRESS, stuck)
+        if valid:
+            signature = guards.turn_signature([_intent(c) for c, _ in valid])
+            recent = guards.remember_turn(op.counters.recent_turns, signature)
+            op = save_counters(
+                deps, op, counters=op.counters.model_copy(update={"recent_turns": recent})
             )
-            call = _bind(deps, call, tool, key)
+        allowed: dict[str, int] = {}
+        for call, tool in valid:
             if _reuse_done_intent(deps, op, call, tool):
                 continue
-            allowed += 1
+            tripped = guards.tool_call_budget(op.guards, op.counters, tool.name, allowed)
+            if tripped is not None:
+                return stop(deps, op, OpState.BUDGET_EXHAUSTED, tripped)
+            allowed[tool.name] = allowed.get(tool.name, 0) + 1
             if tool.needs_approval:
                 _request_approval(deps, op, call, tool)
             else:
@@ -74,6 +66,60 @@ def validate(deps: Deps, op: OperationRecord) -> OperationRecord:
         if C.APPROVED in states:
             return transition(deps, op, OpState.EXECUTING)
         return transition(deps, op, OpState.RESULTS_READY, "no call to run")
+
+
+def _check_call(
+    deps: Deps, op: OperationRecord, call: CallRecord
+) -> tuple[CallRecord, ToolInfo] | None:
+    """INVALID with an error envelope, or the call bound to its key, digest and tool revision."""
+    tool = deps.toolbox.lookup(call.name)
+    if tool is None:
+        result = envelopes.unknown_tool(call.name)
+        call_to(deps, call, C.INVALID, "unknown tool", model_result=result)
+        return None
+    problem = _argument_problem(deps, tool, call)
+    if problem is not None:
+        call_to(deps, call, C.INVALID, "invalid arguments", model_result=problem)
+        return None
+    assert call.arguments is not None
+    key = idempotency_key(
+        op.operation_id, tool.name, tool.schema_version, call.arguments, tool.key_fields
+    )
+    return _bind(deps, call, tool, key), tool
+
+
+def _intent(call: CallRecord) -> str:
+    return guards.intent_digest(call.name, call.arguments_sha256 or "")
+
+
+def _no_progress(
+    deps: Deps, op: OperationRecord, valid: list[tuple[CallRecord, ToolInfo]]
+) -> str | None:
+    """Why the model is going round in circles, or None: repeats past the limit, A,B,A,B."""
+    for call, _ in valid:
+        earlier = [
+            c
+            for c in deps.store.calls_with_intent(
+                op.operation_id, call.name, call.arguments_sha256 or ""
+            )
+            if c.turn_idx != call.turn_idx
+        ]
+        if guards.repeated_too_often(len(earlier), op.guards):
+            ids = ", ".join([c.call_id for c in earlier] + [call.call_id])
+            return (
+                f"no progress: {call.name} {call.raw_arguments} proposed "
+                f"{len(earlier) + 1} times with the same arguments (calls {ids}); "
+                f"limit no_progress_after={op.guards.no_progress_after}"
+            )
+    if valid:
+        signature = guards.turn_signature([_intent(c) for c, _ in valid])
+        if guards.cycle(op.counters.recent_turns, signature):
+            names = ", ".join(c.name for c, _ in valid)
+            return (
+                f"no progress: the model alternates between the same two turns (A,B,A,B); "
+                f"this turn repeats {names} from two turns ago"
+            )
+    return None
 
 
 def _argument_problem(deps: Deps, tool: ToolInfo, call: CallRecord) -> dict[str, object] | None:
@@ -102,8 +148,14 @@ def _bind(deps: Deps, call: CallRecord, tool: ToolInfo, key: str) -> CallRecord:
 
 
 def _reuse_done_intent(deps: Deps, op: OperationRecord, call: CallRecord, tool: ToolInfo) -> bool:
-    """A side effect already done under this key is not done again: DUPLICATE, same result."""
-    if not tool.side_effecting or call.idempotency_key is None:
+    """An intent already done is not done again: DUPLICATE, with the earlier result.
+
+    A side effect is matched by its idempotency key (``duplicate_of``), a read by its tool and
+    canonical arguments (``repeat_of``): the model gets what it already had, marked as such.
+    """
+    if not tool.side_effecting:
+        return _reuse_read(deps, op, call)
+    if call.idempotency_key is None:
         return False
     for earlier in deps.store.calls_with_key(op.operation_id, call.idempotency_key):
         if earlier.call_id != call.call_id and earlier.state in (C.SUCCEEDED, C.RECONCILED):
@@ -136,6 +188,18 @@ def _request_approval(deps: Deps, op: OperationRecord, call: CallRecord, tool: T
     deps.store.insert_approval(approval)
     call_to(deps, call, C.WAITING_APPROVAL, "approval: always", approval_id=approval.approval_id)
     deps.on_event("approval", {"approval_id": approval.approval_id, "call_id": call.call_id})
+
+
+def _reuse_read(deps: Deps, op: OperationRecord, call: CallRecord) -> bool:
+    for earlier in deps.store.calls_with_intent(
+        op.operation_id, call.name, call.arguments_sha256 or ""
+    ):
+        if earlier.call_id != call.call_id and earlier.state is C.SUCCEEDED:
+            result = dict(earlier.model_result or {})
+            result["repeat_of"] = earlier.call_id
+            call_to(deps, call, C.DUPLICATE, f"repeat of {earlier.call_id}", model_result=result)
+            return True
+    return False
 
 
 # -- WAITING_APPROVAL ----------------------------------------------------------------------------
@@ -209,15 +273,21 @@ def _revalidate(deps: Deps, call: CallRecord, apr: ApprovalRecord) -> None:
 
 
 def execute(deps: Deps, op: OperationRecord) -> OperationRecord:
-    """Run every approved call of the turn, each intent and result in its own commit."""
+    """Run every approved call of the turn; each intent and each result in its own commit."""
     for call in _turn_calls(deps, op):
-        if call.state is C.APPROVED:
-            op = _run_call(deps, op, call)
-        elif call.state is C.EXECUTING:
+        if call.state is C.EXECUTING:  # left running by a crash: reconcile before anything new
             op = _recover_call(deps, op, call)
+    approved = [c for c in _turn_calls(deps, op) if c.state is C.APPROVED]
+    for batch in parallel.batches(approved, lambda c: _is_sequential(deps, c)):
+        if deps.clock.now() >= parse_iso(op.deadline_at):
+            with deps.store.transaction():
+                reason = f"budget deadline_s: limit {op.guards.deadline_s:g} s reached"
+                return stop(deps, op, OpState.BUDGET_EXHAUSTED, reason)
+        op = _run_batch(deps, op, batch)
     with deps.store.transaction():
         op = deps.store.get_operation(op.operation_id)
-        unknown = [c.call_id for c in _turn_calls(deps, op) if c.state is C.UNKNOWN_OUTCOME]
+        calls = _turn_calls(deps, op)
+        unknown = [c.call_id for c in calls if c.state is C.UNKNOWN_OUTCOME]
         if unknown:
             reason = (
                 "outcome unknown for call(s) " + ", ".join(unknown) + ": the side effect may have "
@@ -225,7 +295,52 @@ def execute(deps: Deps, op: OperationRecord) -> OperationRecord:
                 "--force-continue"
             )
             return transition(deps, op, OpState.ESCALATED, reason)
+        escalations = [_escalation(c) for c in calls if _escalation(c)]
+        if escalations:
+            return transition(deps, op, OpState.ESCALATED, "; ".join(escalations))
         return transition(deps, op, OpState.RESULTS_READY)
+
+
+def _is_sequential(deps: Deps, call: CallRecord) -> bool:
+    tool = deps.toolbox.lookup(call.name)
+    return tool is not None and tool.sequential
+
+
+def _escalation(call: CallRecord) -> str:
+    """The reason a handler gave when it asked for a person ('' when it did not)."""
+    audit = call.protected_audit or {}
+    if call.state is C.FAILED and audit.get("status") == "escalate":
+        return f"{call.name} ({call.call_id}) asked for a person: {audit.get('error')}"
+    return ""
+
+
+def _run_batch(deps: Deps, op: OperationRecord, batch: list[CallRecord]) -> OperationRecord:
+    """Commit the batch's intents, run the handlers concurrently, commit each result."""
+    with deps.store.transaction():
+        by_tool = dict(op.counters.tool_calls_by_tool)
+        started: list[CallRecord] = []
+        for call in batch:
+            by_tool[call.name] = by_tool.get(call.name, 0) + 1
+            now = deps.now_iso()
+            started.append(call_to(deps, call, C.EXECUTING, "intent committed", started_at=now))
+        counters = op.counters.model_copy(
+            update={
+                "tool_calls": op.counters.tool_calls + len(batch),
+                "tool_calls_by_tool": by_tool,
+            }
+        )
+        op = save_counters(deps, op, counters=counters)
+    deps.failpoint("after_intent_commit")
+
+    def work(call: CallRecord) -> ToolExecution:
+        assert call.arguments is not None
+        return deps.toolbox.execute(call.name, call.arguments, _context(deps, op, call))
+
+    for call, execution in parallel.run_all(started, work, op.guards.max_parallel):
+        deps.failpoint("after_effect_before_result_commit")
+        with deps.store.transaction():
+            _record_execution(deps, op, call, execution)
+    return op
 
 
 def _context(deps: Deps, op: OperationRecord, call: CallRecord) -> CallContext:
@@ -236,21 +351,9 @@ def _context(deps: Deps, op: OperationRecord, call: CallRecord) -> CallContext:
         tenant=op.tenant,
         subject=op.subject,
         deadline=parse_iso(op.deadline_at).timestamp(),
+        timeout_ms=op.guards.tool_timeout_ms,
+        max_result_bytes=op.guards.max_result_bytes,
     )
-
-
-def _run_call(deps: Deps, op: OperationRecord, call: CallRecord) -> OperationRecord:
-    with deps.store.transaction():
-        counters = op.counters.model_copy(update={"tool_calls": op.counters.tool_calls + 1})
-        op = save_counters(deps, op, counters=counters)
-        call = call_to(deps, call, C.EXECUTING, "intent committed", started_at=deps.now_iso())
-    deps.failpoint("after_intent_commit")
-    assert call.arguments is not None
-    execution = deps.toolbox.execute(call.name, call.arguments, _context(deps, op, call))
-    deps.failpoint("after_effect_before_result_commit")
-    with deps.store.transaction():
-        _record_execution(deps, op, call, execution)
-    return op
 
 
 def _recover_call(deps: Deps, op: OperationRecord, call: CallRecord) -> OperationRecord:
@@ -325,6 +428,18 @@ def _record_execution(
                 call,
                 C.FAILED,
                 execution.status,
+                model_result=result,
+                protected_audit=audit,
+                finished_at=done,
+            )
+        case "escalate":
+            why = execution.error or "the tool asked for a person"
+            result = envelopes.error("escalated", f"the call was stopped for a person: {why}")
+            call_to(
+                deps,
+                call,
+                C.FAILED,
+                "handler escalated",
                 model_result=result,
                 protected_audit=audit,
                 finished_at=done,

@@ -13,6 +13,7 @@ from .machine import check_call_transition, check_op_transition
 from .ports import Clock, ModelAdapter, StorePort, Toolbox, Transport
 from .records import CallRecord, OperationRecord
 from .states import CallState, OpState
+from .types import Usage
 
 
 @dataclass
@@ -28,6 +29,8 @@ class Deps:
     failpoint: Callable[[str], None] = lambda name: None
     on_event: Callable[[str, dict[str, object]], None] = lambda kind, data: None
     rng: random.Random = field(default_factory=random.Random)
+    #: USD cost of one answer's usage for a model (0 when no price is known)
+    cost_of: Callable[[str, Usage], float] = lambda model, usage: 0.0
 
     def now_iso(self) -> str:
         return iso(self.clock.now())

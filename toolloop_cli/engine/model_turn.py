@@ -5,11 +5,20 @@ from __future__ import annotations
 from toolloop_cli.audit.canonical import sha256_hex, sha256_of
 from toolloop_cli.errors import AdapterError, MalformedProviderPayload, TranscriptError
 
+from . import guards
 from .clock import parse_iso
 from .context import Deps, save_counters, stop, transition
 from .records import CallRecord, OperationRecord, TurnRecord
 from .states import CallState, OpState
-from .types import ApiError, HttpRequest, HttpResponse, ModelSettings, ModelTurn, TurnOutcome
+from .types import (
+    ApiError,
+    HttpRequest,
+    HttpResponse,
+    ModelSettings,
+    ModelTurn,
+    TurnOutcome,
+    Usage,
+)
 
 #: Backoff between retries: base * 2**attempt, capped, with full jitter.
 BACKOFF_BASE_S = 0.5
@@ -104,12 +113,7 @@ def _duplicate_call_id(turn: ModelTurn) -> str | None:
 
 
 def _budget_tripped(deps: Deps, op: OperationRecord) -> str | None:
-    guards, counters = op.guards, op.counters
-    if deps.clock.now() >= parse_iso(op.deadline_at):
-        return f"budget deadline_s: limit {guards.deadline_s:g} s reached at {op.deadline_at}"
-    if counters.turns >= guards.max_turns:
-        return f"budget max_turns: limit {guards.max_turns} reached ({counters.turns} turns)"
-    return None
+    return guards.before_model_request(op, deps.clock.now())
 
 
 def _count(deps: Deps, op: OperationRecord, turn: ModelTurn) -> OperationRecord:
@@ -119,9 +123,15 @@ def _count(deps: Deps, op: OperationRecord, turn: ModelTurn) -> OperationRecord:
             "turns": op.counters.turns + (turn.outcome is not TurnOutcome.API_FAILURE),
             "input_tokens": op.counters.input_tokens + turn.usage.input_tokens,
             "output_tokens": op.counters.output_tokens + turn.usage.output_tokens,
+            "total_tokens": op.counters.total_tokens + _total(turn.usage),
+            "cost_usd": round(op.counters.cost_usd + deps.cost_of(op.model, turn.usage), 9),
         }
     )
     return save_counters(deps, op, counters=counters)
+
+
+def _total(usage: Usage) -> int:
+    return usage.total_tokens or usage.input_tokens + usage.output_tokens
 
 
 def _apply_outcome(deps: Deps, op: OperationRecord, turn: ModelTurn, idx: int) -> OperationRecord:

@@ -11,15 +11,27 @@ from .types import ApiError, JSONObject, TurnOutcome, Usage
 
 
 class Guards(BaseModel):
-    """The loop guards of one operation, fixed when it starts."""
+    """The loop guards of one operation, fixed when it starts (design.md §6).
 
-    model_config = ConfigDict(extra="forbid")
+    A count limit is the most allowed: with ``max_turns=4`` a fifth model turn is never
+    requested, with ``max_tool_calls=3`` a fourth proposal that would run is not run.
+    """
 
-    max_turns: int = 20
-    max_tool_calls: int = 50
-    max_retries: int = 3
-    deadline_s: float = 86_400.0
-    max_result_bytes: int = 65_536
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    max_turns: int = Field(20, ge=1)
+    max_tool_calls: int = Field(50, ge=0)
+    max_calls_per_tool: dict[str, int] = Field(default_factory=dict)
+    max_retries: int = Field(3, ge=0)
+    deadline_s: float = Field(86_400.0, gt=0)
+    tool_timeout_ms: int | None = Field(None, ge=1)  # caps every tool's own timeout_ms
+    max_input_tokens: int | None = Field(None, ge=0)
+    max_output_tokens: int | None = Field(None, ge=0)
+    max_total_tokens: int | None = Field(None, ge=0)
+    max_cost_usd: float | None = Field(None, ge=0)
+    max_result_bytes: int = Field(65_536, ge=1)  # caps every tool's own max_result_bytes
+    max_parallel: int = Field(4, ge=1)
+    no_progress_after: int = Field(3, ge=2)  # the Nth identical tool + arguments proposal stops
 
 
 class Counters(BaseModel):
@@ -30,9 +42,14 @@ class Counters(BaseModel):
     requests: int = 0  # model requests sent, retries included
     turns: int = 0  # model answers that were not API failures
     tool_calls: int = 0  # handler runs started
+    tool_calls_by_tool: dict[str, int] = Field(default_factory=dict)
     retries: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+    #: signatures of the last turns' proposals, for A,B,A,B cycle detection (at most 3 kept)
+    recent_turns: list[str] = Field(default_factory=list)
 
 
 class OperationRecord(BaseModel):

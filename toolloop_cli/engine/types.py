@@ -154,6 +154,7 @@ class ToolInfo:
     sha256: str
     max_argument_bytes: int
     has_reconcile: bool
+    sequential: bool = False
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,8 @@ class CallContext:
     tenant: str
     subject: str
     deadline: float  # epoch seconds
+    timeout_ms: int | None = None  # the operation's cap on the tool's own timeout
+    max_result_bytes: int | None = None  # the operation's cap on the tool's own result size
 
 
 @dataclass(frozen=True)
@@ -180,5 +183,5 @@ class ToolExecution:
 
 
 EXECUTION_STATUSES = frozenset(
-    {"ok", "tool_error", "failed", "timed_out", "result_too_large", "invalid_result"}
+    {"ok", "tool_error", "failed", "timed_out", "result_too_large", "invalid_result", "escalate"}
 )

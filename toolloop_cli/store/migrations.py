@@ -132,6 +132,12 @@ def _initial(db: Database) -> None:
             db.execute(statement)
 
 
+@migrations(name="call_intent_index")
+def _call_intent_index(db: Database) -> None:
+    """Repeat detection looks calls up by tool and canonical arguments."""
+    db.execute("CREATE INDEX calls_intent ON calls(operation_id, name, arguments_sha256)")
+
+
 def apply(db: Database) -> None:
     """Bring a store up to the current schema (each step in its own transaction)."""
     migrations.apply(db)

@@ -284,6 +284,17 @@ class Store:
         )
         return [self._call_from_row(r) for r in cur]
 
+    def calls_with_intent(
+        self, operation_id: str, name: str, arguments_sha256: str
+    ) -> list[CallRecord]:
+        """Calls of the operation with this tool and canonical arguments (repeat detection)."""
+        cur = self.conn.execute(
+            f"SELECT {self._CALL_COLUMNS} FROM calls WHERE operation_id = ? AND name = ?"
+            " AND arguments_sha256 = ? ORDER BY turn_idx, seq",
+            (operation_id, name, arguments_sha256),
+        )
+        return [self._call_from_row(r) for r in cur]
+
     # -- approvals ------------------------------------------------------------------------------
 
     _APR_COLUMNS = (

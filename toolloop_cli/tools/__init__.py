@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolloop_cli.tools.context import ToolContext, ToolError
+    from toolloop_cli.tools.context import Escalate, ToolContext, ToolError
     from toolloop_cli.tools.dispatcher import Execution, execute, reconcile
     from toolloop_cli.tools.registry import (
         Policy,
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "Escalate",
     "Execution",
     "Policy",
     "Registry",
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 _HOME = {
+    "Escalate": "context",
     "ToolContext": "context",
     "ToolError": "context",
     "Execution": "dispatcher",

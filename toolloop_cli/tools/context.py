@@ -28,6 +28,10 @@ class ToolContext:
     tool: str
     #: folder of the toolloop store; example handlers keep their own files here
     data_dir: Path
+    #: the operation's cap on one result's canonical JSON bytes (the tool's own cap also applies)
+    max_result_bytes: int | None = None
+    #: the operation's cap on the tool's own timeout_ms
+    timeout_ms: int | None = None
 
 
 class ToolError(Exception):
@@ -36,3 +40,15 @@ class ToolError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class Escalate(Exception):
+    """Raised by a handler to stop the operation for a person (ESCALATED) with a reason.
+
+    Use it when the right next step is a human's, not the model's: a downstream in an unknown
+    state, a request outside what the tool may decide. Nothing about the call is retried.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

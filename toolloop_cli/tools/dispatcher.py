@@ -11,23 +11,25 @@ key and a ``reconcile`` handler that can ask the downstream what happened.
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import inspect
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolloop_cli.audit.canonical import CanonicalJSONError, canonical_bytes
-from toolloop_cli.tools.context import ToolContext, ToolError
+from toolloop_cli.tools.context import Escalate, ToolContext, ToolError
 from toolloop_cli.tools.registry import Handler, ToolDef
 from toolloop_cli.tools.validation import validate_result
 
 __all__ = ["Execution", "ExecutionStatus", "execute", "reconcile"]
 
 ExecutionStatus = Literal[
-    "ok", "tool_error", "failed", "timed_out", "result_too_large", "invalid_result"
+    "ok", "tool_error", "failed", "timed_out", "result_too_large", "invalid_result", "escalate"
 ]
 
 
@@ -56,7 +58,7 @@ def execute(
     raw = _run(tool.handler, tool, arguments, context, now)
     if raw.status != "ok":
         return raw
-    return _judge(tool, raw.value, raw.duration_ms)
+    return _judge(tool, raw.value, raw.duration_ms, context.max_result_bytes)
 
 
 def reconcile(
@@ -81,7 +83,7 @@ def reconcile(
         return raw
     if raw.value is None:
         return None
-    return _judge(tool, raw.value, raw.duration_ms)
+    return _judge(tool, raw.value, raw.duration_ms, context.max_result_bytes)
 
 
 class _Outcome:
@@ -91,6 +93,7 @@ class _Outcome:
         self.done = threading.Event()
         self.value: Any = None
         self.tool_error: ToolError | None = None
+        self.escalate: Escalate | None = None
         self.exception: Exception | None = None
         self.returned = False
 
@@ -103,7 +106,8 @@ def _run(
     now: Callable[[], float],
 ) -> Execution:
     """Call ``handler`` in a daemon thread; wait no longer than the timeout or the deadline."""
-    budget = min(tool.timeout_ms / 1000, context.deadline - now())
+    timeout_ms = min(tool.timeout_ms, context.timeout_ms or tool.timeout_ms)
+    budget = min(timeout_ms / 1000, context.deadline - now())
     if budget <= 0:
         error = "timed out after 0 ms: the operation deadline had passed, the handler was not run"
         return Execution("timed_out", error=error)
@@ -126,6 +130,8 @@ def _run(
         )
     if outcome.tool_error is not None:
         return Execution("tool_error", error=outcome.tool_error.message, duration_ms=duration_ms)
+    if outcome.escalate is not None:
+        return Execution("escalate", error=outcome.escalate.reason, duration_ms=duration_ms)
     if outcome.exception is not None:
         error = f"{type(outcome.exception).__name__}: {outcome.exception}"
         return Execution("failed", error=error, duration_ms=duration_ms)
@@ -139,17 +145,29 @@ def _work(
     handler: Handler, arguments: dict[str, Any], context: ToolContext, outcome: _Outcome
 ) -> None:
     try:
-        outcome.value = handler(arguments, context)
+        value = handler(arguments, context)
+        if inspect.isawaitable(value):
+            value = asyncio.run(_awaited(value))
+        outcome.value = value
         outcome.returned = True
     except ToolError as exc:
         outcome.tool_error = exc
+    except Escalate as exc:
+        outcome.escalate = exc
     except Exception as exc:
         outcome.exception = exc
     finally:
         outcome.done.set()
 
 
-def _judge(tool: ToolDef, value: Any, duration_ms: float) -> Execution:
+async def _awaited(value: Awaitable[Any]) -> Any:
+    """An async handler runs to completion on its own event loop, in its worker thread."""
+    return await value
+
+
+def _judge(
+    tool: ToolDef, value: Any, duration_ms: float, max_result_bytes: int | None = None
+) -> Execution:
     """A returned value is only ``ok`` if it is JSON, within the size cap and of the result schema.
 
     The value handed on is the canonical JSON read back: a detached, plain-JSON copy that is
@@ -160,8 +178,9 @@ def _judge(tool: ToolDef, value: Any, duration_ms: float) -> Execution:
     except CanonicalJSONError as exc:
         return Execution("failed", error=f"result is not JSON: {exc}", duration_ms=duration_ms)
     size = len(data)
-    if size > tool.max_result_bytes:
-        error = f"result is {size} bytes, over the limit of {tool.max_result_bytes}"
+    limit = min(tool.max_result_bytes, max_result_bytes or tool.max_result_bytes)
+    if size > limit:
+        error = f"result is {size} bytes, over the limit of {limit}"
         return Execution(
             "result_too_large", error=error, result_bytes=size, duration_ms=duration_ms
         )

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck unit demo bench clean
+.PHONY: install test lint typecheck unit demo bench bench-peers clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,8 +37,24 @@ demo: install
 		--registry registries/refunds.yaml --transcript transcripts/refund-openai.yaml \
 		--store $(DEMO_STORE); code=$$?; test $$code -eq 10 || exit $$code
 
+# Figures, never assertions: loop overhead against a hand-written floor, scaling, store size,
+# cold start, verify throughput and parallel speedup, in one table (bench/run.py).
 bench: install
 	$(BIN)/python bench/run.py
+
+# The same table plus pydantic-ai, the OpenAI Agents SDK and LangGraph, installed in their
+# own venv (bench/.peers-venv, not committed) so they never touch toolloop's dependencies.
+PEERS_VENV := bench/.peers-venv
+PEERS_STAMP := $(PEERS_VENV)/.installed
+
+$(PEERS_STAMP): bench/peers-requirements.txt
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r bench/peers-requirements.txt
+	touch $(PEERS_STAMP)
+
+bench-peers: install $(PEERS_STAMP)
+	$(BIN)/python bench/run.py --peers
 
 clean:
 	rm -rf $(VENV) .toolloop .toolloop-demo .mypy_cache .ruff_cache .pytest_cache

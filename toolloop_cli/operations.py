@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from toolloop_cli.engine import loop
 from toolloop_cli.engine.clock import SystemClock, iso, later, parse_iso
@@ -18,12 +21,15 @@ from toolloop_cli.engine.ports import Clock, Transport
 from toolloop_cli.engine.records import ApprovalRecord, Counters, Guards, OperationRecord
 from toolloop_cli.engine.states import OpState, is_terminal
 from toolloop_cli.engine.types import ModelSettings
-from toolloop_cli.errors import AlreadyDecided, ApprovalError, UsageError
+from toolloop_cli.errors import AlreadyDecided, ApprovalError, RegistryError, UsageError
+from toolloop_cli.pricing import load_prices, price_for
 from toolloop_cli.store import Store
 from toolloop_cli.tools.registry import Registry, load_registry
 from toolloop_cli.wiring import (
+    PROVIDERS,
     base_url,
     deps_for,
+    flush_recording,
     live_transport,
     make_adapter,
     transcript_transport,
@@ -43,9 +49,42 @@ class RunOptions:
     model: str | None = None
     tenant: str = "default"
     subject: str = "operator"
-    guards: Guards = field(default_factory=Guards)
+    #: explicit guards; when None they are built from the registry's ``defaults`` + overrides
+    guards: Guards | None = None
+    guard_overrides: dict[str, Any] = field(default_factory=dict)
+    prices: Path | None = None
     stream: bool = False
     max_output_tokens: int | None = None
+    #: write every exchange to this cassette (vcrpy format), resumes appending to it
+    record: Path | None = None
+
+
+def build_guards(registry: Registry, overrides: dict[str, Any]) -> Guards:
+    """Built-in defaults, then the registry's ``defaults``, then the command-line flags."""
+    values: dict[str, Any] = {}
+    problems: list[tuple[str, str]] = []
+    for key, value in registry.defaults.items():
+        if key not in Guards.model_fields:
+            known = ", ".join(sorted(Guards.model_fields))
+            problems.append((f"defaults.{key}", f"unknown guard (known: {known})"))
+        else:
+            values[key] = value
+    if problems:
+        raise RegistryError(str(registry.path), problems)
+    try:
+        Guards(**values)
+    except ValidationError as exc:
+        raise RegistryError(str(registry.path), _guard_problems(exc, "defaults.")) from None
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Guards(**values)
+    except ValidationError as exc:
+        first = _guard_problems(exc, "")[0]
+        raise UsageError(f"guard {first[0]}: {first[1]}") from None
+
+
+def _guard_problems(exc: ValidationError, prefix: str) -> list[tuple[str, str]]:
+    return [(prefix + ".".join(str(p) for p in err["loc"]), err["msg"]) for err in exc.errors()]
 
 
 def start(
@@ -58,6 +97,8 @@ def start(
 ) -> loop.StepResult:
     """Create an operation and run it until it ends or waits for a human."""
     registry = load_registry(options.registry)
+    if options.guards is None:
+        options.guards = build_guards(registry, options.guard_overrides)
     op, transport = _new_operation(store, options, registry, clock or SystemClock(), transport)
     deps = deps_for(store, op, registry, clock=clock, on_event=on_event, transport=transport)
     with store.transaction():
@@ -65,7 +106,9 @@ def start(
         store.log_transition(op.operation_id, "operation", None, op.state.value, op.created_at)
         items = deps.adapter.start(options.task, ModelSettings(**op.settings))
         store.append_items(op.operation_id, items)
-    return loop.run(deps, op.operation_id)
+    result = loop.run(deps, op.operation_id)
+    flush_recording(deps)
+    return result
 
 
 def _new_operation(
@@ -91,10 +134,22 @@ def _new_operation(
             raise UsageError("--model is required with --provider")
         provider, model = options.provider, options.model
         transport = transport or live_transport(provider)
-        api_family = "responses"
+        api_family = PROVIDERS[provider]["api_family"] if provider in PROVIDERS else "responses"
         source = {"base_url": base_url(provider)}
-        transport_name = "live"
+        provider = PROVIDERS.get(provider, {}).get("provider", provider)  # gemini-generate
+        transport_name = "live" if provider != "scripted" else "scripted"
+    if options.record is not None:
+        source["record"] = str(_record_path(options))
     adapter = make_adapter(provider, api_family, str(source.get("base_url") or "") or None)
+    guards = options.guards or Guards()
+    price = price_for(model, load_prices(options.prices))
+    if guards.max_cost_usd is not None and price is None:
+        raise UsageError(
+            f"no price known for model {model!r}: a cost budget needs one "
+            "(add it to a price file and pass --prices FILE)"
+        )
+    if price is not None:
+        source["price"] = {"model": model, **price}
     now = clock.now()
     settings = ModelSettings(
         model=model, stream=options.stream, max_output_tokens=options.max_output_tokens
@@ -117,13 +172,24 @@ def _new_operation(
         policy_revision=registry.policy.revision,
         settings=settings.model_dump(exclude_none=True),
         source=source,
-        guards=options.guards,
+        guards=guards,
         counters=Counters(),
         created_at=iso(now),
         updated_at=iso(now),
-        deadline_at=iso(later(now, options.guards.deadline_s)),
+        deadline_at=iso(later(now, guards.deadline_s)),
     )
     return op, transport
+
+
+def _record_path(options: RunOptions) -> Path:
+    """Where ``--record`` writes; never the cassette the same run reads from."""
+    assert options.record is not None
+    path = options.record.resolve()
+    if options.transcript is not None and options.transcript.resolve() == path:
+        raise UsageError(f"--record {options.record} would overwrite the --transcript it replays")
+    if path.is_dir():
+        raise UsageError(f"--record {options.record} is a directory, not a cassette file")
+    return path
 
 
 def _recorded_model(transport: Transport) -> str | None:
@@ -142,6 +208,10 @@ def open_operation(
 ) -> Deps:
     """The dependencies to step an existing operation, from what the store recorded."""
     op = store.get_operation(operation_id, tenant)
+    if op.transport == "replay":
+        from toolloop_cli.replay import replay_deps
+
+        return replay_deps(store, op, clock=clock, on_event=on_event, transport=transport)
     registry = load_registry(op.registry_path)
     return deps_for(store, op, registry, clock=clock, on_event=on_event, transport=transport)
 
@@ -149,16 +219,44 @@ def open_operation(
 def step(store: Store, operation_id: str, **kwargs: object) -> loop.StepResult:
     """Exactly one transition."""
     _refuse_terminal(store, operation_id, kwargs.get("tenant"))
-    return loop.step(open_operation(store, operation_id, **kwargs), operation_id)  # type: ignore[arg-type]
+    deps = open_operation(store, operation_id, **kwargs)  # type: ignore[arg-type]
+    result = loop.step(deps, operation_id)
+    flush_recording(deps)
+    return result
 
 
 def resume(
-    store: Store, operation_id: str, *, force_continue: bool = False, **kwargs: object
+    store: Store,
+    operation_id: str,
+    *,
+    force_continue: bool = False,
+    decided_by: str | None = None,
+    **kwargs: object,
 ) -> loop.StepResult:
-    """Continue until the operation ends or waits again."""
+    """Continue until the operation ends or waits again.
+
+    Continuing an ESCALATED operation is an operator's decision: ``force_continue`` with
+    ``decided_by`` naming a policy approver, recorded in the transition log.
+    """
     _refuse_terminal(store, operation_id, kwargs.get("tenant"), force_continue)
     deps = open_operation(store, operation_id, **kwargs)  # type: ignore[arg-type]
-    return loop.resume(deps, operation_id, force_continue=force_continue)
+    op = store.get_operation(operation_id)
+    if force_continue and op.state is OpState.ESCALATED:
+        _check_operator(op, decided_by)
+    result = loop.resume(deps, operation_id, force_continue=force_continue, decided_by=decided_by)
+    flush_recording(deps)
+    return result
+
+
+def _check_operator(op: OperationRecord, decided_by: str | None) -> None:
+    if not decided_by:
+        raise UsageError("--force-continue is an operator's decision: say who with --as SUBJECT")
+    policy = load_registry(op.registry_path).policy
+    if decided_by not in policy.approvers:
+        raise ApprovalError(
+            f"{decided_by} may not continue escalated operations under policy "
+            f"{policy.revision} (approvers: {', '.join(policy.approvers) or 'nobody'})"
+        )
 
 
 def _refuse_terminal(
@@ -166,8 +264,14 @@ def _refuse_terminal(
 ) -> None:
     """Say so before building anything (no transport is opened for a finished operation)."""
     op = store.get_operation(operation_id, tenant if isinstance(tenant, str) else None)
-    if op.state is OpState.ESCALATED and force_continue:
-        return
+    if op.state is OpState.ESCALATED:
+        if force_continue:
+            return
+        raise loop.OperationTerminal(
+            f"operation {operation_id} is ESCALATED ({op.reason}); nothing was run. After "
+            f"checking, an operator may continue it: toolloop resume {operation_id} "
+            "--force-continue --as SUBJECT"
+        )
     if is_terminal(op.state):
         raise loop.OperationTerminal(
             f"operation {operation_id} is already {op.state.value}: nothing to do, "

@@ -66,5 +66,6 @@ def cost(price: Price | None, usage: Usage) -> float:
     if price is None:
         return 0.0
     return (
-        usage.input_tokens * price["input_per_mtok"] + usage.output_tokens * price["output_per_mtok"]
+        usage.input_tokens * price["input_per_mtok"]
+        + usage.output_tokens * price["output_per_mtok"]
     ) / 1_000_000

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolloop_cli import failpoints
+from toolloop_cli import failpoints, pricing
 from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.engine.context import Deps
-from toolloop_cli.engine.ports import Clock, ModelAdapter, Transport
+from toolloop_cli.engine.ports import Clock, ModelAdapter, Toolbox, Transport
 from toolloop_cli.engine.records import OperationRecord
 from toolloop_cli.engine.types import CallContext, JSONObject, ToolExecution, ToolInfo, ToolSpec
 from toolloop_cli.errors import UsageError
@@ -27,11 +27,42 @@ from toolloop_cli.tools.validation import validate_arguments
 
 #: Where live providers are reached, and which environment variables configure them.
 PROVIDERS: dict[str, dict[str, str]] = {
+    # a scripted model for tests and demos: no key, no network; its transport is handed in
+    "scripted": {
+        "api_family": "scripted",
+        "key_env": "",
+        "base_env": "",
+        "base_url": "scripted://model",
+    },
+    # name given to --provider → provider as stored on the operation, API family, key and
+    # base-URL variables, default base URL (each SDK's convention: OpenAI's includes /v1)
     "openai": {
+        "provider": "openai",
         "api_family": "responses",
         "key_env": "OPENAI_API_KEY",
         "base_env": "OPENAI_BASE_URL",
         "base_url": "https://api.openai.com/v1",
+    },
+    "anthropic": {
+        "provider": "anthropic",
+        "api_family": "messages",
+        "key_env": "ANTHROPIC_API_KEY",
+        "base_env": "ANTHROPIC_BASE_URL",
+        "base_url": "https://api.anthropic.com",
+    },
+    "gemini": {
+        "provider": "gemini",
+        "api_family": "interactions",
+        "key_env": "GEMINI_API_KEY",
+        "base_env": "GEMINI_BASE_URL",
+        "base_url": "https://generativelanguage.googleapis.com",
+    },
+    "gemini-generate": {
+        "provider": "gemini",
+        "api_family": "generate_content",
+        "key_env": "GEMINI_API_KEY",
+        "base_env": "GEMINI_BASE_URL",
+        "base_url": "https://generativelanguage.googleapis.com",
     },
 }
 
@@ -158,27 +189,34 @@ def live_transport(provider: str) -> Transport:
     info = PROVIDERS.get(provider)
     if info is None:
         raise UsageError(f"unknown provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}")
+    if not info["key_env"]:
+        raise UsageError(f"the {provider} provider has no live transport")
     key = os.environ.get(info["key_env"], "")
     if not key:
         raise UsageError(f"{info['key_env']} is not set: the {provider} provider needs an API key")
-    return LiveTransport(provider, key)
+    return LiveTransport(info.get("provider", provider), key)
 
 
 def base_url(provider: str) -> str:
     info = PROVIDERS[provider]
-    return os.environ.get(info["base_env"]) or info["base_url"]
+    return (info["base_env"] and os.environ.get(info["base_env"])) or info["base_url"]
 
 
 def deps_for(
     store: Store,
     op: OperationRecord,
-    registry: Registry,
+    registry: Registry | None,
     *,
     clock: Clock | None = None,
     on_event: Callable[[str, dict[str, object]], None] | None = None,
     transport: Transport | None = None,
+    toolbox: Toolbox | None = None,
 ) -> Deps:
-    """Everything needed to step ``op``, rebuilt from what the store recorded about it."""
+    """Everything needed to step ``op``, rebuilt from what the store recorded about it.
+
+    ``toolbox`` replaces the registry's (a replay answers calls from its recording); an
+    operation started with ``--record`` gets its transport wrapped in a recorder.
+    """
     source = op.source
     if transport is None:
         if op.transport == "transcript":
@@ -187,14 +225,53 @@ def deps_for(
             transport = live_transport(op.provider)
     adapter = make_adapter(op.provider, op.api_family, source.get("base_url"))
     engine_clock: Clock = clock if clock is not None else SystemClock()
+    if toolbox is None:
+        if registry is None:
+            raise UsageError(f"operation {op.operation_id} needs its registry to run tools")
+        data_dir = Path(source["data_dir"]) if source.get("data_dir") else store.data_dir
+        toolbox = RegistryToolbox(registry, data_dir, lambda: engine_clock.now().timestamp())
+    if source.get("record"):
+        transport = recording_transport(store, op, transport, toolbox)
     deps = Deps(
         store=store,
         adapter=adapter,
         transport=transport,
-        toolbox=RegistryToolbox(registry, store.data_dir, lambda: engine_clock.now().timestamp()),
+        toolbox=toolbox,
         clock=engine_clock,
         failpoint=failpoints.hit,
     )
+    price = op.source.get("price")
+    if isinstance(price, dict):
+        deps.cost_of = lambda model, usage: pricing.cost(price, usage)
     if on_event is not None:
         deps.on_event = on_event
     return deps
+
+
+def recording_transport(
+    store: Store, op: OperationRecord, transport: Transport, toolbox: Toolbox
+) -> Transport:
+    """``transport`` wrapped to append each exchange to ``op``'s ``--record`` cassette."""
+    from toolloop_cli.transcripts.record import (
+        RecordingTransport,
+        answered_requests,
+        operation_metadata,
+    )
+
+    if isinstance(transport, RecordingTransport):
+        return transport
+    op_id = op.operation_id
+
+    def metadata() -> dict[str, Any]:
+        current = store.get_operation(op_id)
+        return operation_metadata(current, store.calls(op_id), store.approvals(op_id), toolbox)
+
+    keep = answered_requests(store.turns(op_id))
+    return RecordingTransport(transport, op.source["record"], metadata=metadata, keep=keep)
+
+
+def flush_recording(deps: Deps) -> None:
+    """Rewrite a ``--record`` cassette's metadata after a run (its end state, decisions)."""
+    flush = getattr(deps.transport, "flush", None)
+    if callable(flush):
+        flush()

@@ -17,6 +17,19 @@ __all__ = ["ADAPTERS", "get_adapter"]
 #: (provider, api_family) → (module, class). Literal on purpose: no name comes from input.
 ADAPTERS: Mapping[tuple[str, str], tuple[str, str]] = {
     ("openai", "responses"): ("toolloop_cli.adapters.openai_responses", "OpenAIResponsesAdapter"),
+    ("scripted", "scripted"): ("toolloop_cli.adapters.scripted", "ScriptedAdapter"),
+    ("anthropic", "messages"): (
+        "toolloop_cli.adapters.anthropic_messages",
+        "AnthropicMessagesAdapter",
+    ),
+    ("gemini", "interactions"): (
+        "toolloop_cli.adapters.gemini_interactions",
+        "GeminiInteractionsAdapter",
+    ),
+    ("gemini", "generate_content"): (
+        "toolloop_cli.adapters.gemini_generate",
+        "GeminiGenerateAdapter",
+    ),
 }
 
 

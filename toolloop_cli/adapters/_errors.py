@@ -8,9 +8,14 @@ order the providers' own SDKs apply it:
    (OpenAI's ``insufficient_quota`` 429 will not heal by waiting);
 3. otherwise the status decides: the listed statuses and, when the table says so, any 5xx.
 
-``retry-after-ms`` and ``retry-after`` (seconds or an HTTP date) become ``retry_after_s``.
+``retry-after-ms`` and ``retry-after`` (seconds or an HTTP date) become ``retry_after_s``; a
+Gemini ``RetryInfo.retryDelay`` in the body counts when no header says. The error kinds looked
+at are ``error.type``, ``error.code``, ``error.status`` (google.rpc), Anthropic's
+``error.details.error_code`` (the spend-limit 429) and google ``details[].reason``.
 The provider's message is kept for debugging only; it never becomes business state.
-Anthropic and Gemini tables go beside ``OPENAI`` in ``TABLES``.
+
+Errors that arrive *inside* a stream after HTTP 200 (``classify_stream_error``) are judged by
+their kind alone: ``retry_body_codes`` lists the kinds worth another attempt.
 """
 
 from __future__ import annotations
@@ -25,11 +30,15 @@ from typing import Any
 from toolloop_cli.engine.types import ApiError
 
 __all__ = [
+    "ANTHROPIC",
+    "GEMINI",
     "OPENAI",
     "TABLES",
     "ErrorTable",
     "classify_body_failure",
     "classify_http_error",
+    "classify_stream_error",
+    "http_detail",
     "retry_after_seconds",
 ]
 
@@ -58,7 +67,43 @@ OPENAI = ErrorTable(
     retry_body_codes=frozenset({"server_error", "rate_limit_exceeded"}),
 )
 
-TABLES: Mapping[str, ErrorTable] = {"openai": OPENAI}
+#: 529 is Anthropic's "overloaded"; a spend-limit 429 and billing errors never heal by waiting.
+ANTHROPIC = ErrorTable(
+    provider="anthropic",
+    retry_statuses=frozenset({408, 409, 429, 529}),
+    retry_server_errors=True,
+    never_retry_kinds=frozenset(
+        {"billing_error", "enforced_spend_limit_reached", "spend_limit_reached"}
+    ),
+    retry_body_codes=frozenset(
+        {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+    ),
+)
+
+#: Both Gemini APIs: google.rpc statuses (``UNAVAILABLE``) and the Interactions string codes.
+GEMINI = ErrorTable(
+    provider="gemini",
+    retry_statuses=frozenset({408, 409, 429}),
+    retry_server_errors=True,
+    never_retry_kinds=frozenset({"BILLING_DISABLED", "API_KEY_INVALID", "insufficient_quota"}),
+    retry_body_codes=frozenset(
+        {
+            "RESOURCE_EXHAUSTED",
+            "UNAVAILABLE",
+            "INTERNAL",
+            "DEADLINE_EXCEEDED",
+            "resource_exhausted",
+            "unavailable",
+            "internal",
+            "deadline_exceeded",
+            "gateway_timeout",
+            "rate_limit_exceeded",
+            "overloaded",
+        }
+    ),
+)
+
+TABLES: Mapping[str, ErrorTable] = {"openai": OPENAI, "anthropic": ANTHROPIC, "gemini": GEMINI}
 
 
 def classify_http_error(
@@ -70,14 +115,52 @@ def classify_http_error(
     now: datetime | None = None,
 ) -> ApiError:
     """Classify an error answer; a body that is not the documented JSON still gives an error."""
-    kind_type, code, message = _error_fields(body)
+    kind_type, code, message, extra = _error_fields(body)
+    retry_after = retry_after_seconds(headers, now=now)
+    if retry_after is None:
+        retry_after = _body_retry_delay(body)
     return ApiError(
         status=status,
         type=kind_type,
         code=code,
         message=message,
-        retryable=_retryable(table, status, headers, (kind_type, code)),
-        retry_after_s=retry_after_seconds(headers, now=now),
+        retryable=_retryable(table, status, headers, (kind_type, code, *extra)),
+        retry_after_s=retry_after,
+    )
+
+
+def http_detail(error: ApiError, request_id: str | None) -> str:
+    """One line for an operator: status, kind, whether it will be retried, the request id."""
+    kind = error.code or error.type or "error"
+    retry = "retryable" if error.retryable else "not retryable"
+    where = f", request {request_id}" if request_id else ""
+    return f"HTTP {error.status} {kind} ({retry}{where})"
+
+
+def classify_stream_error(table: ErrorTable, error: Any) -> ApiError:
+    """An error event inside a stream (HTTP 200 already sent), judged by its kind.
+
+    ``error`` is the event's ``error`` object (or the flat event itself). A numeric google.rpc
+    ``code`` is read like an HTTP status.
+    """
+    fields = error if isinstance(error, dict) else {}
+    kind_type = _text(fields.get("type")) or _text(fields.get("status"))
+    code = _text(fields.get("code"))
+    kinds = [k for k in (kind_type, code) if k is not None]
+    if any(kind in table.never_retry_kinds for kind in kinds):
+        retryable = False
+    elif any(kind in table.retry_body_codes for kind in kinds):
+        retryable = True
+    elif code is not None and code.isdigit():
+        status = int(code)
+        retryable = status in table.retry_statuses or (table.retry_server_errors and status >= 500)
+    else:
+        retryable = False
+    return ApiError(
+        type=kind_type,
+        code=code,
+        message=_clip(_text(fields.get("message")) or ""),
+        retryable=retryable,
     )
 
 
@@ -108,18 +191,48 @@ def _retryable(
     return table.retry_server_errors and status >= 500
 
 
-def _error_fields(body: bytes) -> tuple[str | None, str | None, str]:
-    """``(type, code, message)`` from ``{"error": {...}}``; the raw text when it is not that."""
+def _error_object(body: bytes) -> dict[str, Any] | None:
     try:
         parsed = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
-        return None, None, _clip(body.decode("utf-8", errors="replace").strip())
+        return None
     error = parsed.get("error") if isinstance(parsed, dict) else None
-    if not isinstance(error, dict):
-        return None, None, _clip(body.decode("utf-8", errors="replace").strip())
+    return error if isinstance(error, dict) else None
+
+
+def _error_fields(body: bytes) -> tuple[str | None, str | None, str, tuple[str, ...]]:
+    """``(type, code, message, other kinds)`` from ``{"error": {...}}``; else the raw text."""
+    error = _error_object(body)
+    if error is None:
+        return None, None, _clip(body.decode("utf-8", errors="replace").strip()), ()
     # Gemini's google.rpc.Status puts the kind in "status"; OpenAI and Anthropic in "type".
     kind_type = _text(error.get("type")) or _text(error.get("status"))
-    return kind_type, _text(error.get("code")), _clip(_text(error.get("message")) or "")
+    extra: list[str] = []
+    details = error.get("details")
+    if isinstance(details, dict):  # Anthropic: error.details.error_code
+        extra.extend(k for k in (_text(details.get("error_code")),) if k is not None)
+    elif isinstance(details, list):  # google.rpc: ErrorInfo.reason
+        for detail in details:
+            reason = _text(detail.get("reason")) if isinstance(detail, dict) else None
+            if reason is not None:
+                extra.append(reason)
+    message = _clip(_text(error.get("message")) or "")
+    return kind_type, _text(error.get("code")), message, tuple(extra)
+
+
+def _body_retry_delay(body: bytes) -> float | None:
+    """A google.rpc ``RetryInfo.retryDelay`` (``"36s"``, ``"0.5s"``) in seconds."""
+    error = _error_object(body)
+    details = error.get("details") if error is not None else None
+    if not isinstance(details, list):
+        return None
+    for detail in details:
+        delay = detail.get("retryDelay") if isinstance(detail, dict) else None
+        if isinstance(delay, str) and delay.endswith("s"):
+            seconds = _number(delay[:-1])
+            if seconds is not None:
+                return max(seconds, 0.0)
+    return None
 
 
 def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:

@@ -51,7 +51,7 @@ class LiveTransport:
         headers = {**request.headers, **self._auth}
         content = canonical_bytes(request.body)
         try:
-            if request.body.get("stream"):
+            if request.body.get("stream") or "alt=sse" in request.url:
                 return self._send_streaming(request, headers, content)
             response = self._client.request(
                 request.method, request.url, headers=headers, content=content

@@ -14,14 +14,14 @@ Invariants (see ``engine.ports.ModelAdapter``): ``ProposedCall.call_id`` is the 
 ``call_id`` (the item ``id`` goes to ``item_id``); arguments are parsed strictly and never
 repaired; only a ``completed`` response whose calls are all ``completed`` yields calls; an
 error answer is a turn (``API_FAILURE``), a payload without the documented shape raises
-``MalformedProviderPayload``. A streamed answer (``text/event-stream``) is read under a byte
-cap and parsed only from its terminal event (``response.completed|incomplete|failed``), which
-carries the whole response; a stream that ends without one is ``TRUNCATED``.
+``MalformedProviderPayload``. A streamed answer (``text/event-stream``) goes through the shared
+assembler (see ``_openai_stream``): fragments per output index under a byte cap, the turn taken
+from the terminal event (``response.completed|incomplete|failed``); a stream that ends without
+one is ``TRUNCATED`` and runs nothing.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -42,8 +42,10 @@ from toolloop_cli.engine.types import (
 )
 from toolloop_cli.errors import MalformedProviderPayload
 
-from ._errors import OPENAI, classify_body_failure, classify_http_error
+from ._errors import OPENAI, classify_body_failure, classify_http_error, http_detail
 from ._json import load_json_body, parse_arguments
+from ._openai_stream import OpenAIStream
+from ._stream import EventSink, is_event_stream, no_events, read_capped, run_stream
 
 __all__ = ["DEFAULT_BASE_URL", "MAX_BODY_BYTES", "OpenAIResponsesAdapter"]
 
@@ -52,8 +54,6 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_BODY_BYTES = 16 * 1024 * 1024
 
 _PROVIDER = "openai"
-_TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
-_EVENT_SPLIT = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 
 
 def _malformed(reason: str) -> NoReturn:
@@ -127,95 +127,38 @@ class OpenAIResponsesAdapter:
             for result in results
         ]
 
-    def parse_response(self, response: HttpResponse) -> ModelTurn:
+    def request_results(self, body: JSONObject) -> dict[str, tuple[Any, bool | None]]:
+        """(call id → (output, error flag)) of a request's ``function_call_output`` items.
+
+        For replays comparing results; the output is as sent (canonical JSON text for
+        toolloop's own requests), and the flag is None: this API carries no error flag.
+        """
+        items = body.get("input")
+        found: dict[str, tuple[Any, bool | None]] = {}
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and item.get("type") == "function_call_output":
+                call_id = item.get("call_id")
+                if isinstance(call_id, str) and call_id not in found:
+                    found[call_id] = (item.get("output"), None)
+        return found
+
+    def parse_response(
+        self, response: HttpResponse, on_event: EventSink | None = None
+    ) -> ModelTurn:
         """Classify one answer into a ``ModelTurn``; see the module docstring for the rules."""
-        body = _read_capped(response)
+        if 200 <= response.status < 300 and is_event_stream(response):
+            stream = OpenAIStream(_parse_body, on_event or no_events)
+            return run_stream(response, stream, _PROVIDER, MAX_BODY_BYTES)
+        body = read_capped(response, _PROVIDER, MAX_BODY_BYTES)
         if not 200 <= response.status < 300:
             error = classify_http_error(OPENAI, response.status, response.headers, body)
             return ModelTurn(
                 outcome=TurnOutcome.API_FAILURE,
                 finish_reason=f"http_{response.status}",
                 error=error,
-                detail=_http_detail(error, response.headers.get("x-request-id")),
+                detail=http_detail(error, response.headers.get("x-request-id")),
             )
-        if "text/event-stream" in response.content_type:
-            return _parse_stream(body)
         return _parse_body(load_json_body(body, _PROVIDER))
-
-
-def _read_capped(response: HttpResponse) -> bytes:
-    """The whole body, refusing more than ``MAX_BODY_BYTES`` (streamed chunks stop early)."""
-    if response.chunks is None:
-        body = response.body
-    else:
-        parts: list[bytes] = []
-        size = 0
-        for chunk in response.chunks:
-            size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                _malformed(f"answer larger than {MAX_BODY_BYTES} bytes")
-            parts.append(chunk)
-        response.chunks = None
-        body = response.body = b"".join(parts)
-    if len(body) > MAX_BODY_BYTES:
-        _malformed(f"answer larger than {MAX_BODY_BYTES} bytes")
-    return body
-
-
-def _http_detail(error: ApiError, request_id: str | None) -> str:
-    kind = error.code or error.type or "error"
-    retry = "retryable" if error.retryable else "not retryable"
-    where = f", request {request_id}" if request_id else ""
-    return f"HTTP {error.status} {kind} ({retry}{where})"
-
-
-def _parse_stream(body: bytes) -> ModelTurn:
-    """Take the terminal event's response; an error event fails the turn; no terminal: cut."""
-    for data in _stream_events(body):
-        kind = data.get("type")
-        if isinstance(kind, str) and kind in _TERMINAL_EVENTS:
-            return _parse_body(data.get("response"))
-        if kind == "error" or "error" in data:
-            nested = data.get("error")
-            error = classify_body_failure(OPENAI, nested if isinstance(nested, dict) else data)
-            return ModelTurn(
-                outcome=TurnOutcome.API_FAILURE,
-                finish_reason="error",
-                error=error,
-                detail=f"error event in the stream: {error.code or 'no code'}",
-            )
-    return ModelTurn(
-        outcome=TurnOutcome.TRUNCATED,
-        finish_reason="stream_incomplete",
-        detail="the event stream ended before response.completed/incomplete/failed",
-    )
-
-
-def _stream_events(body: bytes) -> list[JSONObject]:
-    """The JSON ``data`` of each server-sent event, in order (comments and ``[DONE]`` skipped).
-
-    A last event without its closing blank line counts only if its data is whole JSON: a
-    stream cut mid-event is a cut stream, not a malformed one.
-    """
-    events: list[JSONObject] = []
-    blocks = _EVENT_SPLIT.split(body)
-    for index, block in enumerate(blocks):
-        lines = [line for line in block.splitlines() if line.startswith(b"data:")]
-        if not lines:
-            continue
-        data = b"\n".join(line[5:].removeprefix(b" ") for line in lines)
-        if data.strip() == b"[DONE]":
-            continue
-        try:
-            event = load_json_body(data, _PROVIDER)
-        except MalformedProviderPayload:
-            if index == len(blocks) - 1:
-                break
-            raise
-        if not isinstance(event, dict):
-            _malformed("stream event data is not a JSON object")
-        events.append(event)
-    return events
 
 
 def _parse_body(data: Any) -> ModelTurn:

@@ -8,7 +8,7 @@ import typer
 
 from toolloop_cli import __version__
 
-from . import approvals, inspect, registry, run
+from . import approvals, audit, diff, inspect, registry, replay, run, serve
 
 app = typer.Typer(
     name="toolloop",
@@ -42,6 +42,10 @@ app.command("approve")(approvals.approve)
 app.command("pending")(approvals.pending)
 app.command("show")(inspect.show)
 app.command("runs")(inspect.runs)
+app.command("verify")(audit.verify)
+app.command("serve")(serve.serve)
+app.command("replay")(replay.replay)
+app.command("diff")(diff.diff)
 app.add_typer(registry.app, name="registry")
 
 

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from toolloop_cli import operations
-from toolloop_cli.store import open_store
+from .lazy import LazyModule
+
+if TYPE_CHECKING:
+    from toolloop_cli import operations, store as stores, views
+    from toolloop_cli.engine import states
+else:
+    operations = LazyModule("toolloop_cli.operations")
+    stores = LazyModule("toolloop_cli.store")
+    views = LazyModule("toolloop_cli.views")
+    states = LazyModule("toolloop_cli.engine.states")
 
 from . import render
 from .exits import run_guarded
@@ -32,7 +40,7 @@ def approve(
     """Record a decision on one pending approval (the first decision stands)."""
 
     def body() -> int:
-        store = open_store(store_path)
+        store = stores.open_store(store_path)
         apr = operations.approve(
             store, approval_id, subject, deny=deny, reason=reason, tenant=tenant
         )
@@ -61,13 +69,19 @@ def pending(
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
-    """List approvals waiting for a decision."""
+    """List approvals waiting for a decision, and operations escalated to a person."""
 
     def body() -> int:
-        store = open_store(store_path)
+        store = stores.open_store(store_path)
         rows = store.pending_approvals(tenant)
+        escalated = store.operations_in_state(states.OpState.ESCALATED, tenant)
         if as_json:
-            render.emit_json({"pending": [a.model_dump() for a in rows]})
+            render.emit_json(
+                {
+                    "pending": [a.model_dump() for a in rows],
+                    "escalated": [views.summary(op) for op in escalated],
+                }
+            )
             return 0
         table = Table(title=f"{len(rows)} pending approval(s)", title_justify="left")
         for col in ("approval id", "operation", "tool", "call id", "requested by", "expires at"):
@@ -77,6 +91,15 @@ def pending(
                 a.approval_id, a.operation_id, a.tool, a.call_id, a.requested_by, a.expires_at
             )
         render.out.print(table)
+        for op in escalated:
+            render.out.print(
+                Text.assemble(
+                    ("ESCALATED ", "bold magenta"), (op.operation_id, "bold"), f": {op.reason}"
+                )
+            )
+            render.out.print(
+                f"  after checking: toolloop resume {op.operation_id} --force-continue --as SUBJECT"
+            )
         return 0
 
     run_guarded(as_json, body)

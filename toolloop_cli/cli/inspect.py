@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from toolloop_cli.store import open_store
-from toolloop_cli.views import operation_view, summary
+from .lazy import LazyModule
+
+if TYPE_CHECKING:
+    from toolloop_cli import store as stores, views
+else:
+    stores = LazyModule("toolloop_cli.store")
+    views = LazyModule("toolloop_cli.views")
 
 from . import render
 from .exits import run_guarded
@@ -24,7 +29,7 @@ def show(
     """Show one operation: turns, calls, results, approvals, budgets."""
 
     def body() -> int:
-        view = operation_view(open_store(store_path), operation_id, tenant)
+        view = views.operation_view(stores.open_store(store_path), operation_id, tenant)
         if as_json:
             render.emit_json(view)
         else:
@@ -43,9 +48,9 @@ def runs(
     """List operations, newest first."""
 
     def body() -> int:
-        ops = open_store(store_path).list_operations(tenant, limit)
+        ops = stores.open_store(store_path).list_operations(tenant, limit)
         if as_json:
-            render.emit_json({"operations": [summary(op) for op in ops]})
+            render.emit_json({"operations": [views.summary(op) for op in ops]})
             return 0
         table = Table(title=f"{len(ops)} operation(s)", title_justify="left")
         for col in ("operation", "state", "provider", "model", "created", "task"):

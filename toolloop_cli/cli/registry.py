@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
 
 from toolloop_cli.errors import RegistryError
-from toolloop_cli.tools.registry import load_registry
+
+from .lazy import LazyModule
+
+if TYPE_CHECKING:
+    from toolloop_cli.tools import registry as registries
+else:
+    registries = LazyModule("toolloop_cli.tools.registry")
 
 from . import render
 from .exits import run_guarded
@@ -27,7 +33,7 @@ def check(
 
     def body() -> int:
         try:
-            registry = load_registry(path)
+            registry = registries.load_registry(path)
         except RegistryError as exc:
             if not as_json:
                 for where, problem in exc.problems:

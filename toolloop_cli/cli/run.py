@@ -5,27 +5,52 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
 
-from toolloop_cli import operations
-from toolloop_cli.engine.loop import StepResult
-from toolloop_cli.engine.records import Guards
 from toolloop_cli.errors import ToolloopError
-from toolloop_cli.store import Store, open_store
-from toolloop_cli.tools.registry import load_registry
-from toolloop_cli.views import exit_code, operation_view
+
+from .lazy import LazyModule
+
+if TYPE_CHECKING:
+    from toolloop_cli import operations, store as stores, views
+    from toolloop_cli.engine.loop import StepResult
+    from toolloop_cli.store import Store
+    from toolloop_cli.tools import registry as registries
+else:
+    operations = LazyModule("toolloop_cli.operations")
+    stores = LazyModule("toolloop_cli.store")
+    views = LazyModule("toolloop_cli.views")
+    registries = LazyModule("toolloop_cli.tools.registry")
 
 from . import render
 from .exits import run_guarded
-from .options import DEFAULT_STORE, JsonOpt, StoreOpt, TenantOpt
+from .options import (
+    DEFAULT_STORE,
+    DeadlineOpt,
+    JsonOpt,
+    MaxCallsPerToolOpt,
+    MaxCostOpt,
+    MaxInputTokensOpt,
+    MaxOutputTokensOpt,
+    MaxParallelOpt,
+    MaxResultBytesOpt,
+    MaxRetriesOpt,
+    MaxToolCallsOpt,
+    MaxTotalTokensOpt,
+    MaxTurnsOpt,
+    NoProgressOpt,
+    PricesOpt,
+    StoreOpt,
+    TenantOpt,
+    ToolTimeoutOpt,
+    per_tool_limits,
+)
 
-_DEFAULTS = Guards()
 
-
-def _progress(as_json: bool) -> operations.EventSink | None:
+def _progress(as_json: bool) -> Any:
     """Live progress lines for people (on stderr, so stdout stays clean)."""
     if as_json:
         return None
@@ -37,6 +62,10 @@ def _progress(as_json: bool) -> operations.EventSink | None:
             render.err.print(Text(f"    call {data['call_id']} {data['name']}: {data['state']}"))
         elif kind == "backoff":
             render.err.print(Text(f"  retrying in {float(str(data['seconds'])):.2f} s", "dim"))
+        elif kind == "call_streaming":  # arguments still arriving: nothing has run
+            render.err.print(
+                Text(f"    model is preparing call {data['call_id']} {data['name']}", "dim")
+            )
 
     return sink
 
@@ -51,7 +80,7 @@ def finish(
     store: Store, result: StepResult, as_json: bool, store_path: Path, extra: dict[str, Any]
 ) -> int:
     """Render the operation after a run/resume/step and return its exit code."""
-    view = operation_view(store, result.operation.operation_id)
+    view = views.operation_view(store, result.operation.operation_id)
     if result.waiting:
         view["waiting"] = result.waiting
     view.update(extra)
@@ -61,13 +90,13 @@ def finish(
         render.operation(view)
         if view["state"] == "WAITING_APPROVAL":
             _print_next_steps(view, store_path)
-    return exit_code(result.target)
+    return views.exit_code(result.target)
 
 
 def _approver(view: dict[str, Any]) -> str:
     """A subject the policy lets decide (not the run's own subject), for the hint lines."""
     try:
-        policy = load_registry(view["registry"]["path"]).policy
+        policy = registries.load_registry(view["registry"]["path"]).policy
     except ToolloopError:
         return "SUBJECT"
     others = [a for a in policy.approvers if a != view["subject"]]
@@ -105,33 +134,55 @@ def run(
         Path | None, typer.Option("--transcript", help="Take model turns from this cassette.")
     ] = None,
     provider: Annotated[
-        str | None, typer.Option("--provider", help="Live provider: openai.")
+        str | None,
+        typer.Option(
+            "--provider",
+            help="Live provider: openai, anthropic, gemini (Interactions) or gemini-generate "
+            "(generateContent). Keys from OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY.",
+        ),
     ] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model name (live).")] = None,
     tenant: Annotated[str, typer.Option("--tenant", envvar="TOOLLOOP_TENANT")] = "default",
     subject: Annotated[
         str, typer.Option("--subject", envvar="TOOLLOOP_SUBJECT", help="Who runs the task.")
     ] = "operator",
-    max_turns: Annotated[int, typer.Option("--max-turns", min=1)] = _DEFAULTS.max_turns,
-    max_tool_calls: Annotated[
-        int, typer.Option("--max-tool-calls", min=0)
-    ] = _DEFAULTS.max_tool_calls,
-    max_retries: Annotated[int, typer.Option("--max-retries", min=0)] = _DEFAULTS.max_retries,
-    deadline_s: Annotated[
-        float, typer.Option("--deadline-s", min=0.001, help="Total deadline in seconds.")
-    ] = _DEFAULTS.deadline_s,
-    max_output_tokens: Annotated[int | None, typer.Option("--max-output-tokens", min=1)] = None,
+    max_turns: MaxTurnsOpt = None,
+    max_tool_calls: MaxToolCallsOpt = None,
+    max_calls_per_tool: MaxCallsPerToolOpt = None,
+    max_retries: MaxRetriesOpt = None,
+    deadline_s: DeadlineOpt = None,
+    tool_timeout_ms: ToolTimeoutOpt = None,
+    max_input_tokens: MaxInputTokensOpt = None,
+    max_output_tokens: MaxOutputTokensOpt = None,
+    max_total_tokens: MaxTotalTokensOpt = None,
+    max_cost_usd: MaxCostOpt = None,
+    max_result_bytes: MaxResultBytesOpt = None,
+    max_parallel: MaxParallelOpt = None,
+    no_progress_after: NoProgressOpt = None,
+    prices: PricesOpt = None,
+    turn_max_output_tokens: Annotated[
+        int | None,
+        typer.Option("--turn-max-output-tokens", min=1, help="Output-token cap of each request."),
+    ] = None,
     stream: Annotated[bool, typer.Option("--stream/--no-stream")] = False,
     interactive: Annotated[
         bool, typer.Option("--interactive/--no-interactive", help="Ask for approvals on a TTY.")
     ] = False,
+    record: Annotated[
+        Path | None,
+        typer.Option(
+            "--record",
+            help="Write every model exchange to this cassette (vcrpy format, secrets scrubbed); "
+            "resume keeps appending.",
+        ),
+    ] = None,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
     """Start an operation and run it until it ends or waits for an approval."""
 
     def body() -> int:
-        store = open_store(store_path)
+        store = stores.open_store(store_path)
         options = operations.RunOptions(
             task=task,
             registry=registry,
@@ -140,14 +191,25 @@ def run(
             model=model,
             tenant=tenant,
             subject=subject,
-            guards=Guards(
-                max_turns=max_turns,
-                max_tool_calls=max_tool_calls,
-                max_retries=max_retries,
-                deadline_s=deadline_s,
-            ),
+            guard_overrides={
+                "max_turns": max_turns,
+                "max_tool_calls": max_tool_calls,
+                "max_calls_per_tool": per_tool_limits(max_calls_per_tool),
+                "max_retries": max_retries,
+                "deadline_s": deadline_s,
+                "tool_timeout_ms": tool_timeout_ms,
+                "max_input_tokens": max_input_tokens,
+                "max_output_tokens": max_output_tokens,
+                "max_total_tokens": max_total_tokens,
+                "max_cost_usd": max_cost_usd,
+                "max_result_bytes": max_result_bytes,
+                "max_parallel": max_parallel,
+                "no_progress_after": no_progress_after,
+            },
+            prices=prices,
             stream=stream,
-            max_output_tokens=max_output_tokens,
+            max_output_tokens=turn_max_output_tokens,
+            record=record,
         )
         result = operations.start(store, options, on_event=_progress(as_json))
         if interactive and sys.stdin.isatty() and not as_json and result.waiting:
@@ -178,6 +240,9 @@ def resume(
     force_continue: Annotated[
         bool, typer.Option("--force-continue", help="Continue an ESCALATED operation.")
     ] = False,
+    decided_by: Annotated[
+        str | None, typer.Option("--as", help="The operator deciding a --force-continue.")
+    ] = None,
     tenant: TenantOpt = None,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
@@ -185,11 +250,12 @@ def resume(
     """Continue an operation after an approval, a crash or an escalation."""
 
     def body() -> int:
-        store = open_store(store_path)
+        store = stores.open_store(store_path)
         result = operations.resume(
             store,
             operation_id,
             force_continue=force_continue,
+            decided_by=decided_by,
             tenant=tenant,
             on_event=_progress(as_json),
         )
@@ -207,7 +273,7 @@ def step(
     """Make exactly one transition and print FROM -> TO."""
 
     def body() -> int:
-        store = open_store(store_path)
+        store = stores.open_store(store_path)
         result = operations.step(store, operation_id, tenant=tenant)
         line = f"{result.source.value} -> {result.target.value}"
         if result.waiting:
@@ -221,6 +287,6 @@ def step(
                 {"step": {"from": result.source.value, "to": result.target.value}},
             )
         render.out.print(line)
-        return exit_code(result.target)
+        return views.exit_code(result.target)
 
     run_guarded(as_json, body)

@@ -7,11 +7,20 @@ leaves a call that ``execute`` reconciles through the key instead of running it 
 
 from __future__ import annotations
 
+from toolloop_cli.audit.binding import check_result_set
 from toolloop_cli.errors import ApprovalError, StoreError, TamperedStore
 
 from . import envelopes, guards, parallel
 from .clock import iso, later, parse_iso
-from .context import Deps, call_to, save_counters, stop, transition
+from .context import (
+    Deps,
+    call_binding_inputs,
+    call_to,
+    op_binding,
+    save_counters,
+    stop,
+    transition,
+)
 from .ids import arguments_digest, idempotency_key, new_approval_id
 from .records import ApprovalRecord, CallRecord, OperationRecord
 from .states import CALL_HAS_RESULT, CallState, OpState
@@ -216,6 +225,7 @@ def collect_decisions(deps: Deps, op: OperationRecord) -> tuple[OperationRecord,
             apr = deps.store.get_approval(call.approval_id)
             expired = now >= parse_iso(apr.expires_at)
             if apr.status == "PENDING" and not expired:
+                _check_pin(deps, call, apr)
                 waiting.append(apr.approval_id)
             elif apr.status == "PENDING" or (apr.status == "APPROVED" and expired):
                 if apr.status == "PENDING":
@@ -251,22 +261,53 @@ def _revalidate(deps: Deps, call: CallRecord, apr: ApprovalRecord) -> None:
             f"call {call.call_id}: stored arguments no longer match the approved digest "
             f"{apr.arguments_sha256}"
         )
-    if apr.policy_revision != deps.toolbox.policy_revision:
-        raise ApprovalError(
-            f"approval {apr.approval_id} was given under policy {apr.policy_revision}, "
-            f"the registry now has {deps.toolbox.policy_revision}: the call was not run"
-        )
-    tool = deps.toolbox.lookup(call.name)
-    if tool is None or tool.sha256 != apr.tool_sha256:
-        change = "was removed" if tool is None else "changed"
-        raise ApprovalError(
-            f"tool {call.name} {change} in the registry since approval {apr.approval_id} "
-            "was requested: the call was not run"
-        )
+    _check_pin(deps, call, apr)
     assert call.arguments is not None
     problems = deps.toolbox.validate(call.name, call.arguments)
     if problems:
         raise ApprovalError(f"call {call.call_id} no longer validates: {'; '.join(problems)}")
+
+
+def _check_pin(deps: Deps, call: CallRecord, apr: ApprovalRecord) -> None:
+    """The policy and the tool definition an approval is asked or given for must not change.
+
+    Tool hashes are over the parsed, canonical tool entry, so a re-ordered or re-formatted
+    registry passes; any change to the tool (schema, risk, handler, timeout…) or to the
+    policy revision refuses the resume before anything runs.
+    """
+    if call.tool_sha256 != apr.tool_sha256:
+        raise TamperedStore(
+            f"call {call.call_id} and approval {apr.approval_id} name different tool revisions"
+        )
+    if apr.policy_revision != deps.toolbox.policy_revision:
+        raise ApprovalError(
+            f"approval {apr.approval_id} was requested under policy {apr.policy_revision}, "
+            f"the registry now has {deps.toolbox.policy_revision}: the call was not run; "
+            "restore the registry, or deny the approval and resume"
+        )
+    tool = deps.toolbox.lookup(call.name)
+    if tool is None or tool.sha256 != apr.tool_sha256:
+        change = "was removed" if tool is None else f"changed (now {tool.sha256[:19]}…)"
+        raise ApprovalError(
+            f"tool {call.name} {change} in the registry since approval {apr.approval_id} "
+            "was requested: the call was not run; restore the registry, or deny the approval "
+            "and resume"
+        )
+
+
+def _refuse_drift(deps: Deps, op: OperationRecord) -> None:
+    """A call allowed under one tool definition never runs (or reconciles) under another."""
+    for call in _turn_calls(deps, op):
+        if call.state not in (C.APPROVED, C.EXECUTING):
+            continue
+        tool = deps.toolbox.lookup(call.name)
+        if tool is None or tool.sha256 != call.tool_sha256:
+            change = "was removed from" if tool is None else "changed in"
+            raise ApprovalError(
+                f"tool {call.name} {change} the registry since call {call.call_id} was "
+                f"allowed under {call.tool_sha256}: nothing was run; restore the registry "
+                "to continue"
+            )
 
 
 # -- EXECUTING ----------------------------------------------------------------------------------
@@ -274,6 +315,7 @@ def _revalidate(deps: Deps, call: CallRecord, apr: ApprovalRecord) -> None:
 
 def execute(deps: Deps, op: OperationRecord) -> OperationRecord:
     """Run every approved call of the turn; each intent and each result in its own commit."""
+    _refuse_drift(deps, op)
     for call in _turn_calls(deps, op):
         if call.state is C.EXECUTING:  # left running by a crash: reconcile before anything new
             op = _recover_call(deps, op, call)
@@ -507,23 +549,38 @@ def _record_reconciled(
 
 
 def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
-    """Render the turn's results table for the provider and queue the next model request."""
+    """Re-bind the turn's results to their calls, then queue the next model request.
+
+    The results are a table keyed by (response_id, call_id) that must match the turn's calls
+    one to one; each result's hash and binding are recomputed from the stored call and the
+    operation (audit.binding) and compared with those committed with it and with the audit
+    log. Any failure stops the operation ESCALATED before a request is sent: an integrity
+    failure needs a person, not a retry (docs/audit.md).
+    """
     calls = _turn_calls(deps, op)
-    table: dict[tuple[str, str], ResultForModel] = {}
-    for call in calls:
-        if call.state not in CALL_HAS_RESULT or call.model_result is None:
-            raise StoreError(f"call {call.call_id} is {call.state.value} and has no result")
-        key = (call.response_id, call.call_id)
-        if key in table:
-            raise TamperedStore(f"two results for call {call.call_id}")
-        table[key] = ResultForModel(
+    results = [
+        ResultForModel(
             response_id=call.response_id,
             call_id=call.call_id,
             name=call.name,
             is_error=envelopes.is_error(call.model_result),
             content=call.model_result,
         )
-    items = deps.adapter.result_items([table[(c.response_id, c.call_id)] for c in calls])
+        for call in calls
+        if call.state in CALL_HAS_RESULT and call.model_result is not None
+    ]
+    problems = check_result_set(op_binding(op), [call_binding_inputs(c) for c in calls], results)
+    problems += [
+        f"the audit log holds another binding for call {c.call_id}"
+        for c in calls
+        if c.call_binding_sha256 is not None
+        and deps.store.audited_binding(c.operation_id, c.call_id) != c.call_binding_sha256
+    ]
+    if problems:
+        with deps.store.transaction():
+            reason = "results not sent: integrity check failed: " + "; ".join(problems)
+            return transition(deps, op, OpState.ESCALATED, reason)
+    items = deps.adapter.result_items(results)
     with deps.store.transaction():
         deps.store.append_items(op.operation_id, items)
         return transition(deps, op, OpState.MODEL_REQUESTED, f"{len(calls)} result(s) sent back")
@@ -532,12 +589,13 @@ def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
 # -- operator decisions -------------------------------------------------------------------------
 
 
-def force_continue(deps: Deps, op: OperationRecord) -> OperationRecord:
+def force_continue(deps: Deps, op: OperationRecord, decided_by: str) -> OperationRecord:
     """An operator's audited decision to continue an ESCALATED operation.
 
     Calls whose outcome is unknown are not run again: the model is told their outcome is
     unknown. Calls that never ran are run; otherwise the results go back to the model.
     """
+    why = f"forced continue by {decided_by} (was ESCALATED: {op.reason})"
     with deps.store.transaction():
         calls = _turn_calls(deps, op) if op.current_turn is not None else []
         for call in calls:
@@ -547,8 +605,8 @@ def force_continue(deps: Deps, op: OperationRecord) -> OperationRecord:
                     "the outcome of this call is unknown; an operator chose to continue "
                     "without running it again",
                 )
-                call_to(deps, call, C.FAILED, "operator forced continue", model_result=result)
+                call_to(deps, call, C.FAILED, why, model_result=result)
         calls = _turn_calls(deps, op) if op.current_turn is not None else []
         if any(c.state in (C.APPROVED, C.EXECUTING) for c in calls):
-            return transition(deps, op, OpState.EXECUTING, "operator forced continue")
-        return transition(deps, op, OpState.RESULTS_READY, "operator forced continue")
+            return transition(deps, op, OpState.EXECUTING, why)
+        return transition(deps, op, OpState.RESULTS_READY, why)

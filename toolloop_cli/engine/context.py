@@ -6,6 +6,10 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
+
+from toolloop_cli.audit.binding import CALL_FIELDS, OP_FIELDS, call_binding_sha256, result_sha256
+from toolloop_cli.audit.request_hash import RequestHasher
 
 from . import envelopes
 from .clock import SystemClock, iso
@@ -31,6 +35,10 @@ class Deps:
     rng: random.Random = field(default_factory=random.Random)
     #: USD cost of one answer's usage for a model (0 when no price is known)
     cost_of: Callable[[str, Usage], float] = lambda model, usage: 0.0
+    #: binding fields of each operation stepped with these deps (fixed once it started)
+    bindings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: running request hashes, so a turn hashes only its new conversation items
+    request_hasher: RequestHasher = field(default_factory=RequestHasher)
 
     def now_iso(self) -> str:
         return iso(self.clock.now())
@@ -74,7 +82,7 @@ def call_to(
     """Move ``call`` to ``target`` (inside the caller's transaction); refuses illegal moves."""
     check_call_transition(call.state, target)
     now = deps.now_iso()
-    new = call.model_copy(update={"state": target, **changes})
+    new = seal_result(deps, call.model_copy(update={"state": target, **changes}))
     deps.store.save_call(new, call.state)
     deps.store.log_transition(
         call.operation_id, "call", call.state.value, target.value, now, reason, call.call_id
@@ -103,3 +111,39 @@ def stop(deps: Deps, op: OperationRecord, target: OpState, reason: str) -> Opera
                     model_result=envelopes.not_executed(reason),
                 )
     return transition(deps, op, target, reason)
+
+
+def op_binding(op: OperationRecord) -> dict[str, Any]:
+    """The fields of an operation a call binding includes (they never change once started)."""
+    return {name: getattr(op, name) for name in OP_FIELDS}
+
+
+def call_binding_inputs(call: CallRecord) -> dict[str, Any]:
+    """A call as ``audit.binding`` reads it: binding fields, result and its stored hashes."""
+    fields = {name: getattr(call, name) for name in CALL_FIELDS}
+    fields.update(
+        raw_arguments=call.raw_arguments,
+        model_result=call.model_result,
+        protected_audit=call.protected_audit,
+        result_sha256=call.result_sha256,
+        call_binding_sha256=call.call_binding_sha256,
+    )
+    return fields
+
+
+def seal_result(deps: Deps, call: CallRecord) -> CallRecord:
+    """Hash a call's result and bind it to the call and its operation (audit.binding).
+
+    Done on every call write that carries a result, in the transaction that commits it, so
+    ``send_back`` and ``verify`` can recompute both from the stored call and operation.
+    """
+    if call.model_result is None and call.protected_audit is None:
+        return call
+    op = deps.bindings.get(call.operation_id)
+    if op is None:
+        op = deps.bindings[call.operation_id] = op_binding(
+            deps.store.get_operation(call.operation_id)
+        )
+    result_sha = result_sha256(call.model_result, call.protected_audit)
+    binding = call_binding_sha256(op, call_binding_inputs(call), result_sha)
+    return call.model_copy(update={"result_sha256": result_sha, "call_binding_sha256": binding})

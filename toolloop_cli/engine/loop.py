@@ -74,8 +74,14 @@ def run(deps: Deps, operation_id: str, max_steps: int = 1_000_000) -> StepResult
     raise ToolloopError(f"operation {operation_id} did not settle in {max_steps} steps")
 
 
-def resume(deps: Deps, operation_id: str, force_continue: bool = False) -> StepResult:
-    """Continue a paused or interrupted operation; ESCALATED needs ``force_continue``."""
+def resume(
+    deps: Deps, operation_id: str, force_continue: bool = False, decided_by: str | None = None
+) -> StepResult:
+    """Continue a paused or interrupted operation; ESCALATED needs ``force_continue``.
+
+    ``decided_by`` names the operator whose explicit decision a forced continue is; it is
+    written into the transition log.
+    """
     op = deps.store.get_operation(operation_id)
     if op.state is OpState.ESCALATED:
         if not force_continue:
@@ -83,7 +89,7 @@ def resume(deps: Deps, operation_id: str, force_continue: bool = False) -> StepR
                 f"operation {operation_id} is ESCALATED ({op.reason}); nothing was run. "
                 "An operator may continue it with --force-continue"
             )
-        call_steps.force_continue(deps, op)
+        call_steps.force_continue(deps, op, decided_by or "an operator")
     elif is_terminal(op.state):
         raise OperationTerminal(
             f"operation {operation_id} is already {op.state.value}: nothing to resume, "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolloop_cli.audit.canonical import sha256_hex, sha256_of
+from toolloop_cli.audit.canonical import sha256_hex
 from toolloop_cli.errors import AdapterError, MalformedProviderPayload, TranscriptError
 
 from . import guards
@@ -34,7 +34,7 @@ def request_model(deps: Deps, op: OperationRecord) -> OperationRecord:
     settings = ModelSettings(**op.settings)
     conversation = deps.store.conversation(op.operation_id)
     request = deps.adapter.build_request(conversation, deps.toolbox.specs(), settings)
-    request_sha = sha256_of(request.body)
+    request_sha = deps.request_hasher.digest(op.operation_id, request.body, conversation)
     deps.on_event("request", {"turn": op.counters.requests, "request_sha256": request_sha})
     deps.failpoint("before_model_request")
     turn, body = _exchange(deps, request)
@@ -66,7 +66,7 @@ def request_model(deps: Deps, op: OperationRecord) -> OperationRecord:
             update={"outcome": turn.outcome, "detail": duplicate, "error": turn.error}
         )
     with deps.store.transaction():
-        deps.store.insert_turn(record, len(conversation), body)
+        deps.store.insert_turn(record, len(conversation), body, tools=deps.toolbox.specs())
         op = _count(deps, op, turn)
         op = _apply_outcome(deps, op, turn, idx)
     if op.state is OpState.MODEL_REQUESTED:
@@ -83,7 +83,7 @@ def _exchange(deps: Deps, request: HttpRequest) -> tuple[ModelTurn, bytes]:
     except AdapterError as exc:
         return _failure(exc.status, "transport", str(exc), exc.retryable), b""
     try:
-        turn = deps.adapter.parse_response(response)
+        turn = deps.adapter.parse_response(response, on_event=deps.on_event)
     except MalformedProviderPayload as exc:
         return _failure(response.status, "malformed_payload", str(exc), False), _body(response)
     except AdapterError as exc:

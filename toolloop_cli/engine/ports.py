@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol
@@ -30,7 +30,10 @@ class ModelAdapter(Protocol):
     - ``build_request`` turns the conversation so far into the exact request to send;
     - ``parse_response`` classifies an answer into a ``ModelTurn``; it raises
       ``MalformedProviderPayload`` for an answer without the documented shape, and never
-      returns calls from a turn that is not ``TOOL_PROPOSALS``;
+      returns calls from a turn that is not ``TOOL_PROPOSALS``. A streamed answer
+      (``response.chunks``) is consumed and its raw bytes left in ``response.body``; while it
+      streams, ``on_event("call_streaming", {"call_id", "name"})`` says a call is being
+      prepared (never that it runs);
     - ``result_items`` renders the results of one turn in the provider's return shape, in the
       order given; it is handed exactly one result per call of that turn.
     """
@@ -48,7 +51,11 @@ class ModelAdapter(Protocol):
         settings: ModelSettings,
     ) -> HttpRequest: ...
 
-    def parse_response(self, response: HttpResponse) -> ModelTurn: ...
+    def parse_response(
+        self,
+        response: HttpResponse,
+        on_event: Callable[[str, dict[str, object]], None] | None = None,
+    ) -> ModelTurn: ...
 
     def result_items(self, results: Sequence[ResultForModel]) -> list[JSONObject]: ...
 
@@ -120,7 +127,13 @@ class StorePort(Protocol):
 
     def append_items(self, operation_id: str, items: Sequence[JSONObject]) -> None: ...
 
-    def insert_turn(self, turn: TurnRecord, request_items: int, response_body: bytes) -> None: ...
+    def insert_turn(
+        self,
+        turn: TurnRecord,
+        request_items: int,
+        response_body: bytes,
+        tools: Sequence[ToolSpec] | None = None,
+    ) -> None: ...
 
     def insert_call(self, call: CallRecord) -> None: ...
 
@@ -141,3 +154,7 @@ class StorePort(Protocol):
     def decide_approval(
         self, approval_id: str, status: str, by: str | None, at: str, reason: str | None
     ) -> None: ...
+
+    def audited_binding(self, operation_id: str, call_id: str) -> str | None:
+        """The call binding the audit log last recorded for a call (None when it has none)."""
+        ...

@@ -126,6 +126,9 @@ class CallRecord(BaseModel):
     protected_audit: JSONObject | None = None
     started_at: str | None = None
     finished_at: str | None = None
+    #: set with every result (audit.binding): its hash, and its binding to this call and op
+    result_sha256: str | None = None
+    call_binding_sha256: str | None = None
 
 
 class ApprovalRecord(BaseModel):

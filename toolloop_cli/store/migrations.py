@@ -138,6 +138,32 @@ def _call_intent_index(db: Database) -> None:
     db.execute("CREATE INDEX calls_intent ON calls(operation_id, name, arguments_sha256)")
 
 
+_SCHEMA_AUDIT = """
+CREATE TABLE audit_log (
+    seq INTEGER PRIMARY KEY,
+    operation_id TEXT,
+    kind TEXT NOT NULL,
+    call_id TEXT,
+    record TEXT NOT NULL,
+    record_sha256 TEXT NOT NULL,
+    prev_sha256 TEXT NOT NULL,
+    chain_sha256 TEXT NOT NULL
+);
+CREATE INDEX audit_log_op ON audit_log(operation_id, call_id, seq);
+ALTER TABLE calls ADD COLUMN result_sha256 TEXT;
+ALTER TABLE calls ADD COLUMN call_binding_sha256 TEXT;
+ALTER TABLE turns ADD COLUMN tools_sha256 TEXT
+"""
+
+
+@migrations(name="0002_audit")
+def _audit(db: Database) -> None:
+    """The append-only, hash-chained audit log (docs/audit.md) and the call binding columns."""
+    for statement in _SCHEMA_AUDIT.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
 def apply(db: Database) -> None:
     """Bring a store up to the current schema (each step in its own transaction)."""
     migrations.apply(db)

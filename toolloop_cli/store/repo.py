@@ -18,6 +18,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex
+from toolloop_cli.audit.hashing import GENESIS, seal
 from toolloop_cli.engine.records import (
     ApprovalRecord,
     CallRecord,
@@ -27,7 +28,7 @@ from toolloop_cli.engine.records import (
     TurnRecord,
 )
 from toolloop_cli.engine.states import CallState, OpState
-from toolloop_cli.engine.types import ApiError, JSONObject, TurnOutcome, Usage
+from toolloop_cli.engine.types import ApiError, JSONObject, ToolSpec, TurnOutcome, Usage
 from toolloop_cli.errors import AlreadyDecided, OperationNotFound, StoreError
 
 _OP_COLUMNS = (
@@ -36,6 +37,10 @@ _OP_COLUMNS = (
     "policy_revision, settings_json, source_json, guards_json, counters_json, current_turn, "
     "final_text, reason, created_at, updated_at, deadline_at"
 )
+
+
+_OP_NAMES = tuple(c.strip() for c in _OP_COLUMNS.split(","))
+_TRANSITION_NAMES = ("id", "operation_id", "kind", "call_id", "source", "target", "reason", "at")
 
 
 def _dump(value: Any) -> str | None:
@@ -54,6 +59,8 @@ class Store:
         self.conn: sqlite3.Connection = db.conn
         self.path = path
         self._conversations: dict[str, list[JSONObject]] = {}
+        self._audit_head: tuple[int, str] | None = None  # valid inside one transaction only
+        self._tools_cache: tuple[Sequence[ToolSpec], str] | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -72,11 +79,14 @@ class Store:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot write to store {self.path}: {exc}") from exc
+        self._audit_head = None
         cached = {k: len(v) for k, v in self._conversations.items()}
         try:
             yield
+            self._audit_head = None
             self.conn.execute("COMMIT")
         except BaseException as exc:
+            self._audit_head = None
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
             for op_id, length in cached.items():
@@ -91,6 +101,7 @@ class Store:
         row = self._op_row(op)
         marks = ", ".join("?" for _ in row)
         self.conn.execute(f"INSERT INTO operations ({_OP_COLUMNS}) VALUES ({marks})", row)
+        self.audit("operation", dict(zip(_OP_NAMES, row, strict=True)))
 
     def get_operation(self, operation_id: str, tenant: str | None = None) -> OperationRecord:
         cur = self.conn.execute(
@@ -111,6 +122,17 @@ class Store:
         args.append(limit)
         return [self._op_from_row(r) for r in self.conn.execute(sql, args)]
 
+    def operations_in_state(
+        self, state: OpState, tenant: str | None = None
+    ) -> list[OperationRecord]:
+        sql = f"SELECT {_OP_COLUMNS} FROM operations WHERE state = ?"
+        args: list[Any] = [state.value]
+        if tenant is not None:
+            sql += " AND tenant = ?"
+            args.append(tenant)
+        sql += " ORDER BY updated_at, rowid"
+        return [self._op_from_row(r) for r in self.conn.execute(sql, args)]
+
     def save_operation(self, op: OperationRecord, expected_state: OpState) -> None:
         """Write ``op`` if the stored state is still ``expected_state`` (compare-and-set)."""
         row = self._op_row(op)
@@ -124,6 +146,7 @@ class Store:
                 f"operation {op.operation_id} is no longer {expected_state.value}: "
                 "another process changed it"
             )
+        self.audit("operation", dict(zip(_OP_NAMES, row, strict=True)))
 
     def log_transition(
         self,
@@ -135,11 +158,13 @@ class Store:
         reason: str | None = None,
         call_id: str | None = None,
     ) -> None:
-        self.conn.execute(
+        cur = self.conn.execute(
             "INSERT INTO transitions (operation_id, kind, call_id, source, target, reason, at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
             (operation_id, kind, call_id, source, target, reason, at),
         )
+        row = (cur.lastrowid, operation_id, kind, call_id, source, target, reason, at)
+        self.audit("transition", dict(zip(_TRANSITION_NAMES, row, strict=True)))
 
     def transitions(self, operation_id: str) -> list[dict[str, Any]]:
         cur = self.conn.execute(
@@ -170,9 +195,11 @@ class Store:
             return
         conversation = self.conversation(operation_id)
         start = len(conversation)
+        digests: list[str] = []
         for offset, item in enumerate(items):
             body = canonical_text(item)
             digest = sha256_hex(body.encode("utf-8"))
+            digests.append(digest)
             self.conn.execute(
                 "INSERT OR IGNORE INTO blobs (sha256, body) VALUES (?, ?)", (digest, body)
             )
@@ -181,31 +208,54 @@ class Store:
                 (operation_id, start + offset, digest),
             )
         conversation.extend(items)
+        self.audit("items", {"operation_id": operation_id, "start": start, "items": digests})
 
     # -- turns ----------------------------------------------------------------------------------
 
-    def insert_turn(self, turn: TurnRecord, request_items: int, response_body: bytes) -> None:
+    def insert_turn(
+        self,
+        turn: TurnRecord,
+        request_items: int,
+        response_body: bytes,
+        tools: Sequence[ToolSpec] | None = None,
+    ) -> None:
+        """Record a turn; ``tools`` (as declared in its request) lets verify rebuild it."""
+        row = {
+            "operation_id": turn.operation_id,
+            "idx": turn.idx,
+            "response_id": turn.response_id,
+            "outcome": turn.outcome.value,
+            "finish_reason": turn.finish_reason,
+            "text": turn.text,
+            "detail": turn.detail,
+            "request_sha256": turn.request_sha256,
+            "request_items": request_items,
+            "response_sha256": turn.response_sha256,
+            "usage_json": _dump(turn.usage.model_dump()),
+            "error_json": _dump(turn.error.model_dump() if turn.error else None),
+            "created_at": turn.created_at,
+            "tools_sha256": None if tools is None else self._tools_blob(tools),
+        }
         self.conn.execute(
-            "INSERT INTO turns (operation_id, idx, response_id, outcome, finish_reason, text,"
-            " detail, request_sha256, request_items, response_sha256, response_body, usage_json,"
-            " error_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                turn.operation_id,
-                turn.idx,
-                turn.response_id,
-                turn.outcome.value,
-                turn.finish_reason,
-                turn.text,
-                turn.detail,
-                turn.request_sha256,
-                request_items,
-                turn.response_sha256,
-                response_body,
-                _dump(turn.usage.model_dump()),
-                _dump(turn.error.model_dump() if turn.error else None),
-                turn.created_at,
-            ),
+            f"INSERT INTO turns ({', '.join(row)}, response_body)"
+            f" VALUES ({', '.join('?' for _ in row)}, ?)",
+            (*row.values(), response_body),
         )
+        self.audit("turn", row)
+
+    def _tools_blob(self, tools: Sequence[ToolSpec]) -> str:
+        """Store the declared tools once (content-addressed); the same list is hashed once."""
+        cached = self._tools_cache
+        if cached is not None and cached[0] is tools:
+            digest = cached[1]
+        else:
+            body = canonical_text([t.model_dump() for t in tools])
+            digest = sha256_hex(body.encode("utf-8"))
+            self._tools_cache = (tools, digest)
+        if self.conn.execute("SELECT 1 FROM blobs WHERE sha256 = ?", (digest,)).fetchone() is None:
+            body = canonical_text([t.model_dump() for t in tools])
+            self.conn.execute("INSERT INTO blobs (sha256, body) VALUES (?, ?)", (digest, body))
+        return digest
 
     def turns(self, operation_id: str) -> list[TurnRecord]:
         cur = self.conn.execute(
@@ -237,19 +287,21 @@ class Store:
     _CALL_COLUMNS = (
         "operation_id, turn_idx, seq, response_id, call_id, name, raw_arguments, arguments_json,"
         " argument_error, state, idempotency_key, arguments_sha256, tool_sha256, approval_id,"
-        " model_result_json, protected_audit_json, started_at, finished_at"
+        " model_result_json, protected_audit_json, started_at, finished_at, result_sha256,"
+        " call_binding_sha256"
     )
+    _CALL_NAMES = tuple(c.strip() for c in _CALL_COLUMNS.split(","))
 
     def insert_call(self, call: CallRecord) -> None:
-        marks = ", ".join("?" for _ in range(18))
+        row = self._call_row(call)
+        marks = ", ".join("?" for _ in row)
         try:
-            self.conn.execute(
-                f"INSERT INTO calls ({self._CALL_COLUMNS}) VALUES ({marks})", self._call_row(call)
-            )
+            self.conn.execute(f"INSERT INTO calls ({self._CALL_COLUMNS}) VALUES ({marks})", row)
         except sqlite3.IntegrityError as exc:
             raise StoreError(
                 f"call {call.call_id} of response {call.response_id} is already recorded"
             ) from exc
+        self.audit("call", dict(zip(self._CALL_NAMES, row, strict=True)))
 
     def save_call(self, call: CallRecord, expected_state: CallState) -> None:
         """Write ``call`` if its stored state is still ``expected_state``."""
@@ -266,6 +318,7 @@ class Store:
                 f"call {call.call_id} is no longer {expected_state.value}: "
                 "another process changed it"
             )
+        self.audit("call", dict(zip(self._CALL_NAMES, row, strict=True)))
 
     def calls(self, operation_id: str, turn_idx: int | None = None) -> list[CallRecord]:
         sql = f"SELECT {self._CALL_COLUMNS} FROM calls WHERE operation_id = ?"
@@ -307,6 +360,7 @@ class Store:
         values = [getattr(apr, c.strip()) for c in self._APR_COLUMNS.split(",")]
         marks = ", ".join("?" for _ in values)
         self.conn.execute(f"INSERT INTO approvals ({self._APR_COLUMNS}) VALUES ({marks})", values)
+        self.audit("approval", apr.model_dump())
 
     def get_approval(self, approval_id: str, tenant: str | None = None) -> ApprovalRecord:
         cur = self.conn.execute(
@@ -349,6 +403,57 @@ class Store:
                 f"approval {approval_id} is already {current.status}"
                 + (f" by {current.decided_by}" if current.decided_by else "")
             )
+        self.audit("approval", self.get_approval(approval_id).model_dump())
+
+    # -- audit ------------------------------------------------------------------------------------
+
+    def audit(self, kind: str, row: dict[str, Any]) -> None:
+        """Append the record of one row write to the hash chain (inside the same transaction).
+
+        The chain head is read once per transaction (``BEGIN IMMEDIATE`` holds the write lock,
+        so nobody else appends meanwhile): appending costs O(1), whatever the log's length.
+        """
+        head = self._audit_head if self.conn.in_transaction else None
+        if head is None:
+            last = self.conn.execute(
+                "SELECT seq, chain_sha256 FROM audit_log ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
+            head = (0, GENESIS) if last is None else (int(last[0]), str(last[1]))
+        sealed = seal(head[0] + 1, head[1], kind, row)
+        self.conn.execute(
+            "INSERT INTO audit_log (seq, operation_id, kind, call_id, record, record_sha256,"
+            " prev_sha256, chain_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                sealed.seq,
+                sealed.operation_id,
+                sealed.kind,
+                sealed.call_id,
+                sealed.record,
+                sealed.record_sha256,
+                sealed.prev_sha256,
+                sealed.chain_sha256,
+            ),
+        )
+        self._audit_head = (sealed.seq, sealed.chain_sha256)
+
+    def audit_head(self) -> tuple[int, str]:
+        """``(seq, chain_sha256)`` of the last audit record; ``(0, GENESIS)`` when empty."""
+        last = self.conn.execute(
+            "SELECT seq, chain_sha256 FROM audit_log ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        return (0, GENESIS) if last is None else (int(last[0]), str(last[1]))
+
+    def audited_binding(self, operation_id: str, call_id: str) -> str | None:
+        """The ``call_binding_sha256`` the audit log last recorded for a call (or None)."""
+        row = self.conn.execute(
+            "SELECT record FROM audit_log WHERE operation_id = ? AND call_id = ?"
+            " AND kind = 'call' ORDER BY seq DESC LIMIT 1",
+            (operation_id, call_id),
+        ).fetchone()
+        if row is None:
+            return None
+        value = json.loads(row[0]).get("row", {}).get("call_binding_sha256")
+        return value if isinstance(value, str) else None
 
     # -- row mapping ----------------------------------------------------------------------------
 
@@ -433,6 +538,8 @@ class Store:
             _dump(c.protected_audit),
             c.started_at,
             c.finished_at,
+            c.result_sha256,
+            c.call_binding_sha256,
         )
 
     @staticmethod
@@ -456,6 +563,8 @@ class Store:
             protected_audit=_load(r[15]),
             started_at=r[16],
             finished_at=r[17],
+            result_sha256=r[18],
+            call_binding_sha256=r[19],
         )
 
     def _apr_from_row(self, r: Sequence[Any]) -> ApprovalRecord:

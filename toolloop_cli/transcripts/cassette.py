@@ -19,10 +19,12 @@ Every problem is a ``TranscriptError`` with one line naming the file, never a tr
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 import http
 import json
 import os
 import tempfile
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,18 +178,41 @@ def _interaction(node: Any) -> Interaction:
     method = request.get("method", "POST")
     if not isinstance(method, str):
         raise _Problem("request 'method' is not a string")
+    request_headers, request_body = _decoded(
+        _headers(request.get("headers"), "request"), _body(request, "request"), "request"
+    )
     recorded_request = RecordedRequest(
-        method=method.upper(),
-        uri=uri,
-        headers=_headers(request.get("headers"), "request"),
-        body=_body(request, "request"),
+        method=method.upper(), uri=uri, headers=request_headers, body=request_body
+    )
+    response_headers, response_body = _decoded(
+        _headers(response.get("headers"), "response"), _body(response, "response"), "response"
     )
     recorded_response = RecordedResponse(
-        status=_status(response.get("status")),
-        headers=_headers(response.get("headers"), "response"),
-        body=_body(response, "response") or b"",
+        status=_status(response.get("status")), headers=response_headers, body=response_body or b""
     )
     return Interaction.of(recorded_request, recorded_response)
+
+
+def _decoded(
+    headers: dict[str, list[str]], body: bytes | None, where: str
+) -> tuple[dict[str, list[str]], bytes | None]:
+    """A gzip/deflate body (as vcrpy records it by default) decoded; the header then dropped."""
+    codings = [c.strip().lower() for v in headers.get("content-encoding", []) for c in v.split(",")]
+    if body is None or not any(c in ("gzip", "x-gzip", "deflate") for c in codings):
+        return headers, body
+    try:
+        if body.startswith(b"\x1f\x8b"):
+            body = gzip.decompress(body)
+        elif "deflate" in codings:
+            body = zlib.decompress(body, -zlib.MAX_WBITS if body[:1] != b"x" else zlib.MAX_WBITS)
+        else:
+            return headers, body  # already decoded by the recorder
+    except (OSError, EOFError, zlib.error) as exc:
+        raise _Problem(
+            f"{where} body says content-encoding {', '.join(codings)} but does not decode: {exc}"
+        ) from None
+    kept = {k: v for k, v in headers.items() if k not in ("content-encoding", "content-length")}
+    return kept, body
 
 
 def _status(node: Any) -> int:

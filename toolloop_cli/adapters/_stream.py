@@ -1,0 +1,371 @@
+"""Streamed answers, shared by every adapter: SSE frames, fragments under a byte cap, one driver.
+
+Three layers, each small enough to test on its own:
+
+- ``SSEParser`` turns bytes into events whatever the chunking: LF, CRLF or CR line ends (a CR
+  at the end of a chunk waits for the next one), ``:`` comments, several ``data:`` lines, and
+  JSON padded with spaces (real Anthropic streams pad). A last event without its closing blank
+  line is handed back separately: it counts only if its data is whole JSON.
+- ``Fragments`` assembles string fragments keyed by item / output index / block index under a
+  cumulative byte cap; a key's text is handed out only when the provider's done event closes
+  it, so arguments are parsed once, whole. Going over the cap raises ``FragmentCapExceeded``
+  at once: the rest of the stream is never read, let alone buffered.
+- ``run_stream`` drives one provider ``StreamHandler`` over an answer: each JSON event goes to
+  ``handle`` until one returns the turn (a terminal or error event); a stream that ends first,
+  or whose connection drops, is ``handler.cut(...)`` (a TRUNCATED turn: nothing runs). The raw
+  bytes it consumed are left in ``response.body`` so the store keeps exactly what arrived.
+
+An unparsable *complete* event is a ``MalformedProviderPayload``; an unparsable last event is a
+cut stream (the connection dropped mid-event), which is what it almost always is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from toolloop_cli.engine.types import HttpResponse, JSONObject, ModelTurn, TurnOutcome
+from toolloop_cli.errors import AdapterError, MalformedProviderPayload
+
+from ._json import load_json_body
+
+__all__ = [
+    "MAX_FRAGMENT_BYTES",
+    "EventSink",
+    "Fragments",
+    "FragmentCapExceeded",
+    "SSEEvent",
+    "SSEParser",
+    "StreamHandler",
+    "dumps_arguments",
+    "is_event_stream",
+    "no_events",
+    "read_capped",
+    "run_stream",
+    "truncated",
+]
+
+#: Largest total of streamed fragments (arguments and text) assembled from one answer.
+MAX_FRAGMENT_BYTES = 4 * 1024 * 1024
+
+EventSink = Callable[[str, dict[str, object]], None]
+
+
+def no_events(kind: str, data: dict[str, object]) -> None:
+    """The default sink: progress events go nowhere."""
+
+
+def is_event_stream(response: HttpResponse) -> bool:
+    return "text/event-stream" in response.content_type.lower()
+
+
+@dataclass(frozen=True)
+class SSEEvent:
+    """One dispatched server-sent event: its ``event:`` name (if any) and joined ``data:``."""
+
+    event: str | None
+    data: str
+
+
+class SSEParser:
+    """Incremental SSE framing (WHATWG rules, minus ``id``/``retry``, which we do not use)."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer already known to hold no line end
+        self._event: str | None = None
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """The events completed by this chunk, in order."""
+        self._buffer += chunk
+        events: list[SSEEvent] = []
+        start = 0
+        buffer = self._buffer
+        i = self._scanned
+        size = len(buffer)
+        while i < size:
+            byte = buffer[i]
+            if byte not in (10, 13):
+                i += 1
+                continue
+            if byte == 13 and i + 1 == size:
+                break  # a CR at the very end may be the first half of CRLF
+            line = bytes(buffer[start:i])
+            i += 2 if byte == 13 and buffer[i + 1] == 10 else 1
+            start = i
+            event = self._line(line)
+            if event is not None:
+                events.append(event)
+        del self._buffer[:start]
+        self._scanned = max(0, i - start)
+        return events
+
+    def finish(self) -> SSEEvent | None:
+        """At end of stream: the last event if it lacked its closing blank line."""
+        if self._buffer:
+            tail = bytes(self._buffer)
+            self._buffer.clear()
+            self._scanned = 0
+            dispatched = self._line(tail.removesuffix(b"\r"))
+            if dispatched is not None:
+                return dispatched
+        if not self._data:
+            return None
+        event = SSEEvent(self._event, "\n".join(self._data))
+        self._event, self._data = None, []
+        return event
+
+    def _line(self, raw: bytes) -> SSEEvent | None:
+        if not raw:
+            if not self._data:
+                self._event = None
+                return None
+            event = SSEEvent(self._event, "\n".join(self._data))
+            self._event, self._data = None, []
+            return event
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedProviderPayload(
+                f"{self.provider}: event stream line is not UTF-8 (byte {exc.start})",
+                provider=self.provider,
+            ) from exc
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        return None
+
+
+class FragmentCapExceeded(Exception):
+    """Streamed fragments grew past the cap; ``key`` is the fragment that crossed it."""
+
+    def __init__(self, key: Hashable, cap: int) -> None:
+        self.key = key
+        self.cap = cap
+        super().__init__(f"streamed fragments exceeded {cap} bytes")
+
+
+@dataclass
+class Fragments:
+    """String fragments per key, under one cumulative byte cap; read only once closed."""
+
+    provider: str
+    cap: int = field(default_factory=lambda: MAX_FRAGMENT_BYTES)
+    total: int = 0
+    _open: dict[Hashable, list[str]] = field(default_factory=dict)
+    _closed: set[Hashable] = field(default_factory=set)
+
+    def open(self, key: Hashable) -> None:
+        if key in self._open or key in self._closed:
+            raise MalformedProviderPayload(
+                f"{self.provider}: stream starts index {key!r} twice", provider=self.provider
+            )
+        self._open[key] = []
+
+    def is_open(self, key: Hashable) -> bool:
+        return key in self._open
+
+    def add(self, key: Hashable, text: str) -> None:
+        parts = self._open.get(key)
+        if parts is None:
+            raise MalformedProviderPayload(
+                f"{self.provider}: stream fragment for index {key!r}, which is not open",
+                provider=self.provider,
+            )
+        self.total += len(text.encode("utf-8", errors="surrogatepass"))
+        if self.total > self.cap:
+            raise FragmentCapExceeded(key, self.cap)
+        parts.append(text)
+
+    def count(self, text: str) -> None:
+        """Count streamed text that is assembled elsewhere against the same cap."""
+        self.total += len(text.encode("utf-8", errors="surrogatepass"))
+        if self.total > self.cap:
+            raise FragmentCapExceeded("text", self.cap)
+
+    def close(self, key: Hashable) -> str:
+        """The whole text of ``key``; the provider said it is done."""
+        parts = self._open.pop(key, None)
+        if parts is None:
+            raise MalformedProviderPayload(
+                f"{self.provider}: stream closes index {key!r}, which is not open",
+                provider=self.provider,
+            )
+        self._closed.add(key)
+        return "".join(parts)
+
+    def open_keys(self) -> list[Hashable]:
+        return list(self._open)
+
+
+class StreamHandler(Protocol):
+    """One provider's reading of its events."""
+
+    def handle(self, name: str | None, data: JSONObject) -> ModelTurn | None:
+        """Take one event; return the turn when this event ends the answer."""
+        ...
+
+    def cut(self, finish_reason: str, detail: str) -> ModelTurn:
+        """The TRUNCATED turn for a stream that stopped early, naming unfinished calls."""
+        ...
+
+
+def truncated(reason: str, detail: str, **common: object) -> ModelTurn:
+    """A TRUNCATED turn: nothing in it runs."""
+    return ModelTurn(
+        outcome=TurnOutcome.TRUNCATED,
+        finish_reason=reason,
+        detail=detail,
+        **common,
+    )
+
+
+def read_capped(response: HttpResponse, provider: str, max_bytes: int) -> bytes:
+    """A whole (non-event-stream) answer, refusing more than ``max_bytes``."""
+    if response.chunks is None:
+        body = response.body
+    else:
+        parts: list[bytes] = []
+        size = 0
+        chunks = response.chunks
+        response.chunks = None
+        try:
+            for chunk in chunks:
+                size += len(chunk)
+                if size > max_bytes:
+                    response.body = b"".join(parts)
+                    _too_large(provider, max_bytes)
+                parts.append(chunk)
+        finally:
+            _close(chunks)
+        body = response.body = b"".join(parts)
+    if len(body) > max_bytes:
+        _too_large(provider, max_bytes)
+    return body
+
+
+def _too_large(provider: str, max_bytes: int) -> None:
+    raise MalformedProviderPayload(
+        f"{provider}: answer larger than {max_bytes} bytes", provider=provider
+    )
+
+
+def _close(chunks: Iterator[bytes]) -> None:
+    close = getattr(chunks, "close", None)
+    if callable(close):
+        close()
+
+
+class _Reader:
+    """Yields the JSON events of an answer, keeping every byte it consumed."""
+
+    def __init__(self, response: HttpResponse, provider: str, max_bytes: int) -> None:
+        self.response = response
+        self.provider = provider
+        self.max_bytes = max_bytes
+        self.consumed: list[bytes] = []
+        self.size = 0
+        self.dropped: str | None = None  # the transport error that ended the stream, if any
+        self.parser = SSEParser(provider)
+        if response.chunks is None:
+            self._chunks: Iterator[bytes] = iter([response.body])
+        else:
+            self._chunks = response.chunks
+        response.chunks = None
+
+    def _take(self) -> Iterator[bytes]:
+        try:
+            for chunk in self._chunks:
+                self.size += len(chunk)
+                if self.size > self.max_bytes:
+                    _too_large(self.provider, self.max_bytes)
+                self.consumed.append(chunk)
+                yield chunk
+        except MalformedProviderPayload:
+            raise
+        except AdapterError as exc:  # the connection dropped mid-stream: a cut, not a retry
+            self.dropped = str(exc)
+
+    def events(self) -> Iterator[tuple[str | None, JSONObject]]:
+        for chunk in self._take():
+            for event in self.parser.feed(chunk):
+                parsed = self._json(event, last=False)
+                if parsed is not None:
+                    yield event.event, parsed
+        tail = self.parser.finish()
+        if tail is not None:
+            parsed = self._json(tail, last=True)
+            if parsed is not None:
+                yield tail.event, parsed
+
+    def _json(self, event: SSEEvent, *, last: bool) -> JSONObject | None:
+        if event.data.strip() == "[DONE]":
+            return {"type": "[DONE]"}
+        try:
+            data = event.data.encode("utf-8", errors="surrogatepass")
+            value = load_json_body(data, self.provider)
+        except MalformedProviderPayload:
+            if last:
+                return None  # cut mid-event
+            raise
+        if not isinstance(value, dict):
+            raise MalformedProviderPayload(
+                f"{self.provider}: stream event data is not a JSON object", provider=self.provider
+            )
+        return value
+
+    def drain(self) -> None:
+        """Read what follows the terminal event (a ``[DONE]``, a blank line) within the cap."""
+        try:
+            for chunk in self._chunks:
+                if self.size + len(chunk) > self.max_bytes:
+                    break
+                self.size += len(chunk)
+                self.consumed.append(chunk)
+        except AdapterError:
+            pass
+
+    def close(self) -> None:
+        self.response.body = b"".join(self.consumed)
+        _close(self._chunks)
+
+
+def run_stream(
+    response: HttpResponse, handler: StreamHandler, provider: str, max_bytes: int
+) -> ModelTurn:
+    """Feed an event stream to ``handler``; see the module docstring for the rules."""
+    reader = _Reader(response, provider, max_bytes)
+    try:
+        try:
+            for name, data in reader.events():
+                turn = handler.handle(name, data)
+                if turn is not None:
+                    reader.drain()
+                    return turn
+        except FragmentCapExceeded as exc:
+            return handler.cut(
+                "fragment_cap",
+                f"streamed fragments grew past the {exc.cap}-byte cap (index {exc.key!r}); "
+                "the rest of the stream was not read",
+            )
+        if reader.dropped is not None:
+            return handler.cut(
+                "stream_incomplete", f"the connection dropped mid-stream ({reader.dropped})"
+            )
+        return handler.cut("stream_incomplete", "the event stream ended before its terminal event")
+    finally:
+        reader.close()
+
+
+def dumps_arguments(value: JSONObject) -> str:
+    """The JSON text of an object-valued argument set, as the adapters record it."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

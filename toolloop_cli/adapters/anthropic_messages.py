@@ -1,0 +1,303 @@
+"""Anthropic Messages API adapter (``POST {base_url}/v1/messages``).
+
+Headers: ``anthropic-version: 2023-06-01``; ``max_tokens`` is always sent (the API needs it).
+
+Continuation: stateless, like every adapter but Gemini Interactions. The conversation is the
+``messages`` list itself: the user's task, then each assistant message exactly as received (all
+blocks, ``thinking`` with its ``signature`` included), then one user message holding one
+``tool_result`` block per ``tool_use`` of that assistant message, results first and nothing
+before them. ``build_request`` refuses a conversation that breaks that pairing rather than
+sending one the API would reject.
+
+Stop reasons, every one mapped:
+
+- ``end_turn``, ``stop_sequence``: FINAL_TEXT (TOOL_PROPOSALS if the message still has
+  ``tool_use`` blocks: those need results before anything else may be said);
+- ``tool_use``: TOOL_PROPOSALS; ``input`` is an object, recorded as its JSON text;
+- ``max_tokens``, ``model_context_window_exceeded``: TRUNCATED, also with ``tool_use`` blocks
+  present: a call cut by the limit is never executed;
+- ``pause_turn``: the turn is to be continued by sending the assistant content back. It is a
+  TOOL_PROPOSALS turn with no calls (unless the message holds client ``tool_use`` blocks): the
+  engine appends the content, has no results to add, and asks again; the turn guard bounds it;
+- ``refusal``: REFUSAL, with ``stop_details`` (category, explanation) in the detail.
+
+A streamed answer is read by ``_anthropic_stream``; ``max_tokens`` is 4096 unless the settings
+say otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
+
+from toolloop_cli.audit.canonical import canonical_text
+from toolloop_cli.engine.types import (
+    HttpRequest,
+    HttpResponse,
+    JSONObject,
+    ModelSettings,
+    ModelTurn,
+    ProposedCall,
+    ResultForModel,
+    ToolSpec,
+    TurnOutcome,
+    Usage,
+)
+from toolloop_cli.errors import AdapterError, MalformedProviderPayload
+
+from ._anthropic_stream import AnthropicStream
+from ._errors import ANTHROPIC, classify_http_error, http_detail
+from ._json import load_json_body, parse_arguments
+from ._stream import EventSink, dumps_arguments, is_event_stream, no_events, read_capped, run_stream
+
+__all__ = ["API_VERSION", "DEFAULT_BASE_URL", "DEFAULT_MAX_TOKENS", "AnthropicMessagesAdapter"]
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+_PROVIDER = "anthropic"
+_TRUNCATING = {
+    "max_tokens": "the answer hit max_tokens",
+    "model_context_window_exceeded": "the conversation exceeded the model's context window",
+}
+
+
+def _malformed(reason: str) -> NoReturn:
+    raise MalformedProviderPayload(f"anthropic messages: {reason}", provider=_PROVIDER)
+
+
+class AnthropicMessagesAdapter:
+    """The ``ModelAdapter`` for Anthropic's Messages API; holds no conversation state."""
+
+    provider: str = "anthropic"
+    api_family: str = "messages"
+    revision: str = "anthropic-messages/1"
+
+    def __init__(self, base_url: str = DEFAULT_BASE_URL) -> None:
+        self.base_url = base_url.rstrip("/")
+
+    def start(self, task: str, settings: ModelSettings) -> list[JSONObject]:
+        return [{"role": "user", "content": task}]
+
+    def build_request(
+        self,
+        conversation: Sequence[JSONObject],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings,
+    ) -> HttpRequest:
+        """The exact request for the conversation so far; credentials are the transport's job."""
+        _check_pairing(conversation)
+        body: JSONObject = {
+            "model": settings.model,
+            "max_tokens": settings.max_output_tokens or DEFAULT_MAX_TOKENS,
+            "messages": list(conversation),
+        }
+        if tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in tools
+            ]
+        if settings.instructions is not None:
+            body["system"] = settings.instructions
+        if settings.stream:
+            body["stream"] = True
+        return HttpRequest(
+            url=f"{self.base_url}/v1/messages",
+            headers={"content-type": "application/json", "anthropic-version": API_VERSION},
+            body=body,
+        )
+
+    def result_items(self, results: Sequence[ResultForModel]) -> list[JSONObject]:
+        """One user message: a ``tool_result`` per call, in order, and nothing before them."""
+        if not results:
+            return []
+        blocks = [
+            {
+                "type": "tool_result",
+                "tool_use_id": r.call_id,
+                "content": canonical_text(r.content),
+                "is_error": r.is_error,
+            }
+            for r in results
+        ]
+        return [{"role": "user", "content": blocks}]
+
+    def parse_response(
+        self, response: HttpResponse, on_event: EventSink | None = None
+    ) -> ModelTurn:
+        if 200 <= response.status < 300 and is_event_stream(response):
+            stream = AnthropicStream(parse_message, on_event or no_events)
+            return run_stream(response, stream, _PROVIDER, MAX_BODY_BYTES)
+        body = read_capped(response, _PROVIDER, MAX_BODY_BYTES)
+        if not 200 <= response.status < 300:
+            error = classify_http_error(ANTHROPIC, response.status, response.headers, body)
+            return ModelTurn(
+                outcome=TurnOutcome.API_FAILURE,
+                finish_reason=f"http_{response.status}",
+                error=error,
+                detail=http_detail(error, response.headers.get("request-id")),
+            )
+        return parse_message(load_json_body(body, _PROVIDER))
+
+
+def _check_pairing(messages: Sequence[JSONObject]) -> None:
+    """Every ``tool_use`` is answered in the next message, by ``tool_result`` blocks first."""
+    for index, message in enumerate(messages[:-1]):
+        content = message.get("content")
+        if message.get("role") != "assistant" or not isinstance(content, list):
+            continue
+        wanted = [
+            b.get("id") for b in content if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
+        if not wanted:
+            continue
+        reply = messages[index + 1].get("content")
+        blocks = reply if isinstance(reply, list) else []
+        leading: list[Any] = []
+        for block in blocks:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                break
+            leading.append(block.get("tool_use_id"))
+        if sorted(map(str, leading)) != sorted(map(str, wanted)):
+            raise AdapterError(
+                f"anthropic messages: message {index + 1} must open with one tool_result for "
+                f"each tool_use of message {index} ({', '.join(map(str, wanted))})",
+                provider=_PROVIDER,
+            )
+
+
+def parse_message(data: Any, raw_inputs: Mapping[int, str] | None = None) -> ModelTurn:
+    """A Message (a JSON answer, or one assembled from a stream) → ``ModelTurn``.
+
+    ``raw_inputs`` holds, per block index, the argument text a stream sent, so a call keeps the
+    exact text it arrived as (and an unparsable one is an INVALID call, never repaired).
+    """
+    if not isinstance(data, dict) or data.get("type") not in ("message", None):
+        _malformed("answer is not a message object")
+    message_id, content = data.get("id"), data.get("content")
+    if not isinstance(message_id, str) or not message_id:
+        _malformed("message has no string 'id'")
+    if not isinstance(content, list):
+        _malformed("message 'content' is not a list")
+    stop = data.get("stop_reason")
+    if not isinstance(stop, str):
+        _malformed("message has no string 'stop_reason'")
+    texts, calls = _scan(content, raw_inputs or {})
+    model = data.get("model")
+    common: dict[str, Any] = {
+        "response_id": message_id,
+        "model": model if isinstance(model, str) else None,
+        "usage": _usage(data.get("usage")),
+        "output_items": ({"role": "assistant", "content": content},),
+        "finish_reason": stop,
+    }
+    text = "".join(texts) if texts else None
+    match stop:
+        case "end_turn" | "stop_sequence" if not calls:
+            return ModelTurn(outcome=TurnOutcome.FINAL_TEXT, text=text or "", **common)
+        case "end_turn" | "stop_sequence" | "tool_use":
+            if not calls:
+                _malformed("stop_reason tool_use without a tool_use block")
+            return ModelTurn(
+                outcome=TurnOutcome.TOOL_PROPOSALS, text=text, calls=tuple(calls), **common
+            )
+        case "pause_turn":
+            detail = "the provider paused the turn; its content is sent back to continue it"
+            return ModelTurn(
+                outcome=TurnOutcome.TOOL_PROPOSALS,
+                text=text,
+                calls=tuple(calls),
+                detail=detail,
+                **common,
+            )
+        case "max_tokens" | "model_context_window_exceeded":
+            detail = _TRUNCATING[stop]
+            if calls:
+                cut = ", ".join(f"{c.call_id} ({c.name})" for c in calls)
+                detail += f"; call {cut} was cut and is never executed"
+            return ModelTurn(
+                outcome=TurnOutcome.TRUNCATED,
+                text=text,
+                detail=detail + "; no call will run",
+                **common,
+            )
+        case "refusal":
+            return ModelTurn(
+                outcome=TurnOutcome.REFUSAL,
+                text=text,
+                detail=_refusal_detail(data.get("stop_details")),
+                **common,
+            )
+        case _:
+            _malformed(f"unknown stop_reason {stop!r}")
+
+
+def _scan(
+    content: list[Any], raw_inputs: Mapping[int, str]
+) -> tuple[list[str], list[ProposedCall]]:
+    texts: list[str] = []
+    calls: list[ProposedCall] = []
+    seen: set[str] = set()
+    for index, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if not isinstance(kind, str):
+            _malformed(f"content[{index}] is not a block with a string 'type'")
+        match kind:
+            case "text":
+                if not isinstance(block.get("text"), str):
+                    _malformed(f"content[{index}] text block has no string 'text'")
+                texts.append(block["text"])
+            case "tool_use":
+                call = _tool_use(index, block, raw_inputs.get(index))
+                if call.call_id in seen:
+                    _malformed(f"content[{index}] repeats tool_use id {call.call_id!r}")
+                seen.add(call.call_id)
+                calls.append(call)
+            case _:
+                # thinking, redacted_thinking, server tool blocks: carried back, never run
+                pass
+    return texts, calls
+
+
+def _tool_use(index: int, block: JSONObject, raw: str | None) -> ProposedCall:
+    call_id, name, given = block.get("id"), block.get("name"), block.get("input")
+    if not isinstance(call_id, str) or not call_id:
+        _malformed(f"content[{index}] tool_use has no string 'id'")
+    if not isinstance(name, str) or not name:
+        _malformed(f"content[{index}] tool_use has no string 'name'")
+    if raw is None:
+        if not isinstance(given, dict):
+            _malformed(f"content[{index}] tool_use 'input' is not an object")
+        raw = dumps_arguments(given)
+    arguments, error = parse_arguments(raw)
+    return ProposedCall(
+        call_id=call_id, name=name, raw_arguments=raw, arguments=arguments, argument_error=error
+    )
+
+
+def _refusal_detail(details: Any) -> str:
+    if not isinstance(details, dict):
+        return "the model refused"
+    category, explanation = details.get("category"), details.get("explanation")
+    words = "the model refused"
+    if isinstance(category, str):
+        words += f" (category {category})"
+    if isinstance(explanation, str) and explanation:
+        words += f": {explanation[:300]}"
+    return words
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage()
+
+    def count(key: str) -> int:
+        value = raw.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+    tokens_in, tokens_out = count("input_tokens"), count("output_tokens")
+    return Usage(
+        input_tokens=tokens_in, output_tokens=tokens_out, total_tokens=tokens_in + tokens_out
+    )

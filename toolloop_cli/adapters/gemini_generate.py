@@ -1,0 +1,287 @@
+"""Gemini generateContent adapter (``:generateContent``, ``:streamGenerateContent?alt=sse``).
+
+Continuation: stateless. The conversation is the ``contents`` list: the task as a ``user``
+content, each answer's candidate content exactly as received (``thoughtSignature`` parts and
+all: Gemini rejects a replayed call without its signature), then one ``user`` content with a
+``functionResponse`` part per call, in order, ``response`` being the envelope object.
+
+Call ids: Gemini usually sends ``functionCall`` parts without an ``id``. A missing id is
+synthesised from the answer's ``responseId``, the call's position among the answer's calls and
+its name and arguments (``gcall_<sha256 prefix>_<n>``): the same answer always gives the same
+ids, streamed or not, and two answers never share one. A synthesised id is never sent back (the
+``functionResponse`` then pairs by name and order, as the API expects); a provider id is.
+
+``finishReason``: ``STOP`` → TOOL_PROPOSALS when the content has calls, else FINAL_TEXT;
+``MAX_TOKENS`` → TRUNCATED; ``SAFETY`` and the other blocking reasons → REFUSAL;
+``MALFORMED_FUNCTION_CALL``, ``UNEXPECTED_TOOL_CALL``, ``TOO_MANY_TOOL_CALLS`` → API_FAILURE
+(not retryable: there is no call to run and the model said why); ``OTHER`` and anything
+unknown → API_FAILURE; no ``finishReason`` at all → TRUNCATED. A prompt blocked before any
+candidate (``promptFeedback.blockReason``) → REFUSAL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from toolloop_cli.engine.types import (
+    ApiError,
+    HttpRequest,
+    HttpResponse,
+    JSONObject,
+    ModelSettings,
+    ModelTurn,
+    ProposedCall,
+    ResultForModel,
+    ToolSpec,
+    TurnOutcome,
+    Usage,
+)
+from toolloop_cli.errors import MalformedProviderPayload
+
+from ._errors import GEMINI, classify_http_error, http_detail
+from ._gemini_stream import SYNTHETIC_PREFIX, GenerateStream, synthetic_call_id
+from ._json import load_json_body, parse_arguments
+from ._stream import EventSink, dumps_arguments, is_event_stream, no_events, read_capped, run_stream
+
+__all__ = ["DEFAULT_BASE_URL", "SYNTHETIC_PREFIX", "GeminiGenerateAdapter", "synthetic_call_id"]
+
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+_PROVIDER = "gemini"
+_REFUSALS = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "LANGUAGE",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+    }
+)
+_CALL_FAILURES = frozenset(
+    {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"}
+)
+
+
+def _malformed(reason: str) -> NoReturn:
+    raise MalformedProviderPayload(f"gemini generateContent: {reason}", provider=_PROVIDER)
+
+
+class GeminiGenerateAdapter:
+    """The ``ModelAdapter`` for Gemini's generateContent API; holds no conversation state."""
+
+    provider: str = "gemini"
+    api_family: str = "generate_content"
+    revision: str = "gemini-generate/1"
+
+    def __init__(self, base_url: str = DEFAULT_BASE_URL) -> None:
+        self.base_url = base_url.rstrip("/")
+
+    def start(self, task: str, settings: ModelSettings) -> list[JSONObject]:
+        return [{"role": "user", "parts": [{"text": task}]}]
+
+    def build_request(
+        self,
+        conversation: Sequence[JSONObject],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings,
+    ) -> HttpRequest:
+        model = settings.model.removeprefix("models/")
+        method = "streamGenerateContent?alt=sse" if settings.stream else "generateContent"
+        body: JSONObject = {"contents": list(conversation)}
+        if tools:
+            declarations = [
+                {"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters}
+                for t in tools
+            ]
+            body["tools"] = [{"functionDeclarations": declarations}]
+        if settings.instructions is not None:
+            body["systemInstruction"] = {"parts": [{"text": settings.instructions}]}
+        if settings.max_output_tokens is not None:
+            body["generationConfig"] = {"maxOutputTokens": settings.max_output_tokens}
+        return HttpRequest(
+            url=f"{self.base_url}/v1beta/models/{model}:{method}",
+            headers={"content-type": "application/json"},
+            body=body,
+        )
+
+    def result_items(self, results: Sequence[ResultForModel]) -> list[JSONObject]:
+        """One ``user`` content: a ``functionResponse`` part per call, in order."""
+        if not results:
+            return []
+        parts: list[JSONObject] = []
+        for r in results:
+            response: JSONObject = {"name": r.name, "response": r.content}
+            if not r.call_id.startswith(SYNTHETIC_PREFIX):
+                response["id"] = r.call_id
+            parts.append({"functionResponse": response})
+        return [{"role": "user", "parts": parts}]
+
+    def parse_response(
+        self, response: HttpResponse, on_event: EventSink | None = None
+    ) -> ModelTurn:
+        if 200 <= response.status < 300 and is_event_stream(response):
+            stream = GenerateStream(parse_generate, on_event or no_events)
+            return run_stream(response, stream, _PROVIDER, MAX_BODY_BYTES)
+        body = read_capped(response, _PROVIDER, MAX_BODY_BYTES)
+        if not 200 <= response.status < 300:
+            error = classify_http_error(GEMINI, response.status, response.headers, body)
+            return ModelTurn(
+                outcome=TurnOutcome.API_FAILURE,
+                finish_reason=f"http_{response.status}",
+                error=error,
+                detail=http_detail(error, None),
+            )
+        return parse_generate(load_json_body(body, _PROVIDER))
+
+
+def parse_generate(data: Any) -> ModelTurn:
+    """A GenerateContentResponse (JSON, or assembled from a stream) → ``ModelTurn``."""
+    if not isinstance(data, dict):
+        _malformed("answer is not a JSON object")
+    response_id = data.get("responseId")
+    response_id = response_id if isinstance(response_id, str) and response_id else None
+    model = data.get("modelVersion")
+    common: dict[str, Any] = {
+        "response_id": response_id,
+        "model": model if isinstance(model, str) else None,
+        "usage": _usage(data.get("usageMetadata")),
+    }
+    candidates = data.get("candidates")
+    feedback = data.get("promptFeedback")
+    blocked = feedback.get("blockReason") if isinstance(feedback, dict) else None
+    if not candidates and isinstance(blocked, str):
+        return ModelTurn(
+            outcome=TurnOutcome.REFUSAL,
+            finish_reason=f"prompt_blocked:{blocked}",
+            detail=f"the prompt was blocked ({blocked}); nothing was generated",
+            **common,
+        )
+    if not isinstance(candidates, list) or not candidates or not isinstance(candidates[0], dict):
+        _malformed("answer has no candidates")
+    candidate = candidates[0]
+    content = candidate.get("content", {"role": "model", "parts": []})
+    if not isinstance(content, dict) or not isinstance(content.get("parts", []), list):
+        _malformed("candidate 'content' has no list of parts")
+    texts, calls = _scan(content.get("parts", []), response_id)
+    finish = candidate.get("finishReason")
+    if finish is not None and not isinstance(finish, str):
+        _malformed("candidate 'finishReason' is not a string")
+    text = "".join(texts) if texts else None
+    items = ({"role": "model", **content},)
+    return _classify(finish, text, calls, items, candidate.get("finishMessage"), common)
+
+
+def _classify(
+    finish: str | None,
+    text: str | None,
+    calls: list[ProposedCall],
+    items: tuple[JSONObject, ...],
+    message: Any,
+    common: dict[str, Any],
+) -> ModelTurn:
+    said = message if isinstance(message, str) else ""
+    match finish:
+        case "STOP" if calls:
+            return ModelTurn(
+                outcome=TurnOutcome.TOOL_PROPOSALS,
+                finish_reason=finish,
+                text=text,
+                calls=tuple(calls),
+                output_items=items,
+                **common,
+            )
+        case "STOP":
+            return ModelTurn(
+                outcome=TurnOutcome.FINAL_TEXT,
+                finish_reason=finish,
+                text=text or "",
+                output_items=items,
+                **common,
+            )
+        case None | "MAX_TOKENS":
+            detail = (
+                "the answer hit maxOutputTokens" if finish else "the answer has no finishReason"
+            )
+            if calls:
+                detail += f"; call {', '.join(c.call_id for c in calls)} is never executed"
+            return ModelTurn(
+                outcome=TurnOutcome.TRUNCATED,
+                finish_reason=finish or "none",
+                text=text,
+                detail=detail + "; no call will run",
+                **common,
+            )
+        case str() if finish in _REFUSALS:
+            detail = f"the answer was blocked ({finish})" + (f": {said[:300]}" if said else "")
+            return ModelTurn(
+                outcome=TurnOutcome.REFUSAL,
+                finish_reason=finish,
+                text=text,
+                detail=detail,
+                **common,
+            )
+        case _:
+            what = "a malformed or unexpected function call" if finish in _CALL_FAILURES else finish
+            error = ApiError(code=finish, message=said[:500], retryable=False)
+            return ModelTurn(
+                outcome=TurnOutcome.API_FAILURE,
+                finish_reason=finish,
+                error=error,
+                detail=f"the model ended with {what}; nothing will run",
+                **common,
+            )
+
+
+def _scan(parts: list[Any], response_id: str | None) -> tuple[list[str], list[ProposedCall]]:
+    texts: list[str] = []
+    calls: list[ProposedCall] = []
+    for index, part in enumerate(parts):
+        if not isinstance(part, dict):
+            _malformed(f"parts[{index}] is not an object")
+        if "functionCall" in part:
+            calls.append(_function_call(index, part["functionCall"], len(calls), response_id))
+        elif isinstance(part.get("text"), str) and not part.get("thought"):
+            texts.append(part["text"])
+    ids = [c.call_id for c in calls]
+    if len(set(ids)) != len(ids):
+        _malformed("two functionCall parts share an id")
+    return texts, calls
+
+
+def _function_call(index: int, call: Any, ordinal: int, response_id: str | None) -> ProposedCall:
+    if not isinstance(call, dict):
+        _malformed(f"parts[{index}] functionCall is not an object")
+    name, args, given_id = call.get("name"), call.get("args", {}), call.get("id")
+    if not isinstance(name, str) or not name:
+        _malformed(f"parts[{index}] functionCall has no string 'name'")
+    if not isinstance(args, dict):
+        _malformed(f"parts[{index}] functionCall 'args' is not an object")
+    if given_id is not None and (not isinstance(given_id, str) or not given_id):
+        _malformed(f"parts[{index}] functionCall 'id' is not a string")
+    call_id = given_id or synthetic_call_id(response_id, ordinal, call)
+    raw = dumps_arguments(args)
+    arguments, error = parse_arguments(raw)
+    return ProposedCall(
+        call_id=call_id, name=name, raw_arguments=raw, arguments=arguments, argument_error=error
+    )
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage()
+
+    def count(key: str) -> int:
+        value = raw.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+    return Usage(
+        input_tokens=count("promptTokenCount"),
+        output_tokens=count("candidatesTokenCount"),
+        total_tokens=count("totalTokenCount"),
+    )

@@ -1,0 +1,137 @@
+"""Walking the audit log's hash chain: every link recomputed, every record parsed once.
+
+The walk never raises on tampered input: each broken link, hash or field becomes a
+``Mismatch`` and the walk goes on, so one report lists every damaged record.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .canonical import sha256_hex
+from .hashing import GENESIS, KINDS, RECORD_VERSION, chain_link
+from .mismatch import Mismatch
+
+__all__ = ["Head", "Walk", "walk"]
+
+_TABLE = "audit_log"
+
+
+@dataclass(frozen=True)
+class Head:
+    """The last record of the chain: its sequence number and chain hash."""
+
+    seq: int
+    chain_sha256: str
+
+    def text(self) -> str:
+        """``<seq>:<chain_sha256>``, the form ``--expect-head`` takes."""
+        return f"{self.seq}:{self.chain_sha256}"
+
+
+@dataclass
+class Walk:
+    """What walking the chain found: mismatches, the parsed records, the head, every link."""
+
+    mismatches: list[Mismatch]
+    records: list[dict[str, Any]]  # parsed records whose text is a JSON object, in order
+    head: Head
+    links: dict[str, int]  # every stored chain_sha256 -> its seq (to find an older head)
+
+
+def walk(log: Sequence[Mapping[str, Any]]) -> Walk:
+    """Recompute every record hash and chain link of ``log`` (rows ordered by ``seq``)."""
+    found: list[Mismatch] = []
+    records: list[dict[str, Any]] = []
+    links: dict[str, int] = {}
+    prev_chain = GENESIS
+    expected_seq = 1
+    for row in log:
+        record = _parse(row.get("record"))
+        op, call = _names(row, record)
+        seq = row.get("seq")
+        bad = _Reporter(found, op, call, f"seq {seq}")
+        if seq != expected_seq:
+            bad("seq", expected_seq, seq)
+        text = row.get("record")
+        stored_rec, stored_prev, stored_chain = (
+            row.get("record_sha256"),
+            row.get("prev_sha256"),
+            row.get("chain_sha256"),
+        )
+        actual = sha256_hex(text.encode("utf-8")) if isinstance(text, str) else None
+        if stored_prev != prev_chain:
+            bad("prev_sha256", prev_chain, stored_prev)
+        links_ok = stored_chain == chain_link(_int(seq), str(stored_prev), str(stored_rec)) or (
+            stored_prev != prev_chain
+            and stored_chain == chain_link(_int(seq), prev_chain, str(stored_rec))
+        )
+        if actual != stored_rec:  # the record text, or its hash column, was changed
+            bad("record" if links_ok else "record_sha256", stored_rec, actual)
+        elif not links_ok:  # record and its hash agree, but not with the chain
+            bad("chain_sha256", chain_link(_int(seq), prev_chain, str(actual)), stored_chain)
+        if record is None:
+            bad("record", "a JSON object", _short(text))
+        else:
+            _check_fields(row, record, bad)
+            records.append(record)
+        prev_chain = str(row.get("chain_sha256"))
+        links[prev_chain] = _int(seq)
+        expected_seq = _int(seq) + 1 if isinstance(seq, int) else expected_seq + 1
+    last = log[-1] if log else None
+    head = Head(_int(last.get("seq")), str(last.get("chain_sha256"))) if last else Head(0, GENESIS)
+    return Walk(found, records, head, links)
+
+
+class _Reporter:
+    """Adds mismatches about one audit-log row."""
+
+    def __init__(self, out: list[Mismatch], op: str | None, call: str | None, key: str) -> None:
+        self.out, self.op, self.call, self.key = out, op, call, key
+
+    def __call__(self, field: str, expected: object, found: object) -> None:
+        self.out.append(Mismatch.of(self.op, self.call, _TABLE, self.key, field, expected, found))
+
+
+def _check_fields(row: Mapping[str, Any], record: Mapping[str, Any], bad: _Reporter) -> None:
+    """The row's columns must say what its (hashed) record says."""
+    if record.get("v") != RECORD_VERSION:
+        bad("record", f"record version {RECORD_VERSION}", record.get("v"))
+    if record.get("kind") not in KINDS:
+        bad("record", "a known record kind", record.get("kind"))
+    if not isinstance(record.get("row"), dict) or not isinstance(record.get("key"), list):
+        bad("record", "a record with key and row", _short(json.dumps(record)))
+    for column in ("seq", "kind", "operation_id", "call_id"):
+        if record.get(column) != row.get(column):
+            bad(column, record.get(column), row.get(column))
+
+
+def _parse(text: object) -> dict[str, Any] | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _names(
+    row: Mapping[str, Any], record: Mapping[str, Any] | None
+) -> tuple[str | None, str | None]:
+    """The operation and call a record is about: from the hashed record when it parses."""
+    source = record if record is not None else row
+    op, call = source.get("operation_id"), source.get("call_id")
+    return (op if isinstance(op, str) else None, call if isinstance(call, str) else None)
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
+
+def _short(value: object, width: int = 120) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"

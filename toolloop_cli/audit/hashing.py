@@ -1,0 +1,130 @@
+"""Audit records and the hash chain that links them.
+
+Every write to an audited table appends one record: the row as it now stands (its key and
+every column as stored), sealed into a chain. A record is the canonical JSON object
+
+    {"v": 1, "seq": N, "kind": K, "operation_id": OP, "call_id": CALL|null,
+     "key": [...the row's identity...], "row": {...every column...}}
+
+and its audit-log row carries three hashes:
+
+    record_sha256 = sha256(record bytes)
+    prev_sha256   = chain_sha256 of record N-1 (GENESIS for N = 1)
+    chain_sha256  = sha256(canonical [N, prev_sha256, record_sha256])
+
+so a record cannot be edited, dropped, inserted or moved without breaking every link after
+it, and the last ``chain_sha256`` (the head) stands for the whole log. Hashes are written
+``sha256:<hex>`` over RFC 8785 canonical JSON (``canonical``); each costs O(size of one
+record), never O(history).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .canonical import fast_canonical_bytes, sha256_hex
+
+__all__ = [
+    "GENESIS",
+    "KINDS",
+    "RECORD_VERSION",
+    "Kind",
+    "Sealed",
+    "chain_link",
+    "seal",
+]
+
+#: Version of the record layout; bumped (never reused) if the layout ever changes.
+RECORD_VERSION = 1
+
+#: The ``prev_sha256`` of the first record of every store.
+GENESIS = "sha256:" + "0" * 64
+
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_SAFE = 2**53
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of audit record: the table whose rows it snapshots and their key columns."""
+
+    name: str
+    table: str
+    key: tuple[str, ...]
+
+
+#: Every record kind. ``items`` records an append to an operation's conversation.
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind("operation", "operations", ("operation_id",)),
+        Kind("turn", "turns", ("operation_id", "idx")),
+        Kind("call", "calls", ("operation_id", "response_id", "call_id")),
+        Kind("approval", "approvals", ("approval_id",)),
+        Kind("transition", "transitions", ("id",)),
+        Kind("items", "conversation", ("operation_id", "start")),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """A record ready to append: its canonical text and its three hashes."""
+
+    seq: int
+    kind: str
+    operation_id: str | None
+    call_id: str | None
+    record: str
+    record_sha256: str
+    prev_sha256: str
+    chain_sha256: str
+
+
+def chain_link(seq: int, prev_sha256: str, record_sha256: str) -> str:
+    """The chain hash of record ``seq``: binds its position, its predecessor and its bytes."""
+    if _DIGEST.fullmatch(prev_sha256) and _DIGEST.fullmatch(record_sha256) and 0 < seq < _SAFE:
+        # canonical JSON of [int, "sha256:<hex>", "sha256:<hex>"]: nothing to escape or sort
+        return sha256_hex(f'[{seq},"{prev_sha256}","{record_sha256}"]'.encode("ascii"))
+    return sha256_hex(fast_canonical_bytes([seq, prev_sha256, record_sha256]))
+
+
+def record_key(kind: Kind, row: Mapping[str, Any]) -> list[Any]:
+    """The row's identity in its table, as the record stores it."""
+    return [row[column] for column in kind.key]
+
+
+def seal(seq: int, prev_sha256: str, kind_name: str, row: Mapping[str, Any]) -> Sealed:
+    """Build and hash record ``seq`` of kind ``kind_name`` over ``row`` (every column)."""
+    kind = KINDS[kind_name]
+    operation_id = row.get("operation_id")
+    call_id = row.get("call_id")
+    record = {
+        "v": RECORD_VERSION,
+        "seq": seq,
+        "kind": kind.name,
+        "operation_id": operation_id,
+        "call_id": call_id,
+        "key": record_key(kind, row),
+        "row": dict(row),
+    }
+    body = fast_canonical_bytes(record)
+    record_sha256 = sha256_hex(body)
+    return Sealed(
+        seq=seq,
+        kind=kind.name,
+        operation_id=operation_id,
+        call_id=call_id,
+        record=body.decode("utf-8"),
+        record_sha256=record_sha256,
+        prev_sha256=prev_sha256,
+        chain_sha256=chain_link(seq, prev_sha256, record_sha256),
+    )
+
+
+def key_text(values: Sequence[Any]) -> str:
+    """A row key for messages: ``a/b/c``."""
+    return "/".join("" if v is None else str(v) for v in values)

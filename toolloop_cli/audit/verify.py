@@ -1,0 +1,256 @@
+"""Verification: recompute every hash from the stored rows and report what does not match.
+
+``verify`` is handed the rows of a store (it never opens one) and returns a ``Report``. It
+never repairs anything and never raises on tampered input: every finding is a ``Mismatch``
+naming the operation, call, table, row and field. What it checks (docs/audit.md):
+
+1. the chain: each record's hash, each link, sequence numbers without gaps, and the head
+   against ``expect_head`` when given (a cut-off tail is otherwise invisible);
+2. every audited row against the latest record of that row (every column);
+3. the hashes derived from stored inputs: arguments, results and call bindings, response
+   bodies, blobs, approval digests, and (through ``request_sha``) the rebuilt requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .chain import Head, walk
+from .hashing import KINDS, Kind, key_text
+from .mismatch import Mismatch
+from .recompute import recompute
+
+__all__ = ["Report", "RequestCheck", "StoreRows", "verify"]
+
+#: (operation row, turn row) -> the request hash rebuilt from stored inputs, or None when
+#: the request cannot be rebuilt here (e.g. another adapter revision).
+RequestCheck = Callable[[Mapping[str, Any], Mapping[str, Any]], str | None]
+
+#: Columns kept out of audit records (each is bound by a hash column instead).
+UNRECORDED = {"turns": frozenset({"response_body"})}
+
+Row = dict[str, Any]
+
+
+@dataclass
+class StoreRows:
+    """Every row of the audited tables, as plain dicts (``audit_log`` ordered by ``seq``)."""
+
+    operations: list[Row] = field(default_factory=list)
+    turns: list[Row] = field(default_factory=list)
+    calls: list[Row] = field(default_factory=list)
+    approvals: list[Row] = field(default_factory=list)
+    transitions: list[Row] = field(default_factory=list)
+    conversation: list[Row] = field(default_factory=list)
+    blobs: dict[str, Any] = field(default_factory=dict)
+    audit_log: list[Row] = field(default_factory=list)
+
+    def table(self, name: str) -> list[Row]:
+        rows: list[Row] = getattr(self, name)
+        return rows
+
+
+@dataclass
+class Report:
+    """What ``verify`` found: mismatches (empty when everything recomputes) and counts."""
+
+    mismatches: list[Mismatch]
+    counts: dict[str, int]
+    head: Head
+    expected_head: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+def verify(
+    rows: StoreRows,
+    *,
+    operation_id: str | None = None,
+    expect_head: str | None = None,
+    request_sha: RequestCheck | None = None,
+) -> Report:
+    """Check ``rows``; with ``operation_id`` only that operation's rows (the chain is global)."""
+    chain = walk(rows.audit_log)
+    found = list(chain.mismatches)
+    latest: dict[tuple[str, tuple[Any, ...]], dict[str, Any]] = {}
+    for record in chain.records:
+        key = record.get("key")
+        if record.get("kind") in KINDS and isinstance(key, list):
+            latest[(str(record["kind"]), _hashable(key))] = record
+    for kind in KINDS.values():
+        if kind.name == "items":
+            found += _conversation(rows.conversation, latest)
+        else:
+            found += _snapshots(kind, rows.table(kind.table), latest)
+    counts: dict[str, int] = {}
+    found += recompute(rows, request_sha, counts)
+    found += _head(chain.head, chain.links, expect_head)
+    if operation_id is not None:
+        found = [m for m in found if m.operation_id == operation_id or m.table == "audit_log"]
+    counts.update(_counts(rows, operation_id))
+    return Report(found, counts, chain.head, expect_head)
+
+
+def _snapshots(
+    kind: Kind, table: list[Row], latest: Mapping[tuple[str, tuple[Any, ...]], dict[str, Any]]
+) -> list[Mismatch]:
+    """Each row must equal the ``row`` of the latest record about it, column for column.
+
+    Rows are matched to records by key; a key held by several rows goes to the row most like
+    its record. Rows and records left over are paired by likeness, so a row whose key column
+    was changed is reported under the record's operation, call and that column.
+    """
+    found: list[Mismatch] = []
+    skip = UNRECORDED.get(kind.table, frozenset())
+    records = {key: rec for (name, key), rec in latest.items() if name == kind.name}
+    by_key: dict[tuple[Any, ...], list[Row]] = {}
+    for row in table:
+        by_key.setdefault(tuple(row.get(c) for c in kind.key), []).append(row)
+    orphans: list[Row] = []
+    for key, rows in by_key.items():
+        record = records.pop(key, None)
+        if record is None:
+            orphans += rows
+            continue
+        rows.sort(key=lambda r: _distance(r, record))
+        found += _compare(kind, rows[0], record, skip)
+        orphans += rows[1:]
+    unmatched = list(records.values())
+    pairs = sorted(
+        (
+            (_distance(row, rec), i, j)
+            for i, row in enumerate(orphans)
+            for j, rec in enumerate(unmatched)
+        ),
+    )
+    used_rows: set[int] = set()
+    used_records: set[int] = set()
+    for distance, i, j in pairs:
+        if i in used_rows or j in used_records or distance >= len(orphans[i]):
+            continue
+        used_rows.add(i)
+        used_records.add(j)
+        found += _compare(kind, orphans[i], unmatched[j], skip)
+    for i, row in enumerate(orphans):
+        if i not in used_rows:
+            found.append(_about(kind, row, "row", "a row written through toolloop", "no record"))
+    for j, record in enumerate(unmatched):
+        if j not in used_records:
+            snapshot = record.get("row") or {}
+            found.append(_about(kind, snapshot, "row", key_text(record["key"]), "missing"))
+    return found
+
+
+def _distance(row: Row, record: Mapping[str, Any]) -> int:
+    """How many recorded columns of ``row`` differ from ``record``."""
+    snapshot = record.get("row")
+    if not isinstance(snapshot, dict):
+        return len(row) + 1
+    return sum(1 for c, v in snapshot.items() if row.get(c, _ABSENT) != v)
+
+
+def _compare(
+    kind: Kind, row: Row, record: Mapping[str, Any], skip: frozenset[str]
+) -> list[Mismatch]:
+    snapshot = record.get("row")
+    if not isinstance(snapshot, dict):
+        return [_about(kind, row, "row", "a recorded row", snapshot)]
+    found = []
+    for column, value in snapshot.items():
+        if row.get(column, _ABSENT) != value:
+            found.append(_about(kind, snapshot, column, value, row.get(column, "<no column>")))
+    for column, value in row.items():
+        if column not in snapshot and column not in skip and value is not None:
+            found.append(_about(kind, snapshot, column, None, value))
+    return found
+
+
+_CONVERSATION = Kind("items", "conversation", ("operation_id", "seq"))
+
+
+def _conversation(
+    rows: list[Row], latest: Mapping[tuple[str, tuple[Any, ...]], dict[str, Any]]
+) -> list[Mismatch]:
+    """Each conversation row must hold the item hash its ``items`` record appended."""
+    expected: dict[tuple[str, tuple[Any, ...]], dict[str, Any]] = {}
+    for (name, _key), record in latest.items():
+        snapshot = record.get("row")
+        if name != "items" or not isinstance(snapshot, dict):
+            continue
+        op, start, items = (
+            snapshot.get("operation_id"),
+            snapshot.get("start"),
+            snapshot.get("items"),
+        )
+        if isinstance(start, int) and isinstance(items, list):
+            for offset, digest in enumerate(items):
+                row = {"operation_id": op, "seq": start + offset, "item_sha256": digest}
+                expected[("items", (op, start + offset))] = {
+                    "key": [op, start + offset],
+                    "row": row,
+                }
+    return _snapshots(_CONVERSATION, rows, expected)
+
+
+def _head(head: Head, links: Mapping[str, int], expect: str | None) -> list[Mismatch]:
+    """The chain must reach the expected head (``[SEQ:]sha256:…``); it may have grown since."""
+    if expect is None:
+        return []
+    seq_text, digest = ("", expect) if expect.startswith("sha256:") else expect.partition(":")[::2]
+    seq = links.get(digest)
+    if seq is not None and (not seq_text or seq_text == str(seq)):
+        return []
+    return [Mismatch.of(None, None, "audit_log", "head", "chain_sha256", expect, head.text())]
+
+
+def _about(
+    kind: Kind, row: Mapping[str, Any], column: str, expected: object, found: object
+) -> Mismatch:
+    key = key_text([row.get(c) for c in kind.key])
+    op, call = row.get("operation_id"), row.get("call_id")
+    return Mismatch.of(
+        op if isinstance(op, str) else None,
+        call if isinstance(call, str) else None,
+        kind.table,
+        key,
+        column,
+        expected,
+        found,
+    )
+
+
+def _conv(row: Mapping[str, Any], column: str, expected: object, found: object) -> Mismatch:
+    op = row.get("operation_id")
+    key = f"{op}/{row.get('seq')}"
+    return Mismatch.of(
+        op if isinstance(op, str) else None, None, "conversation", key, column, expected, found
+    )
+
+
+def _counts(rows: StoreRows, operation_id: str | None) -> dict[str, int]:
+    def n(table: list[Row]) -> int:
+        return sum(
+            1 for r in table if operation_id is None or r.get("operation_id") == operation_id
+        )
+
+    return {
+        "operations": n(rows.operations),
+        "turns": n(rows.turns),
+        "calls": n(rows.calls),
+        "approvals": n(rows.approvals),
+        "transitions": n(rows.transitions),
+        "items": n(rows.conversation),
+        "records": n(rows.audit_log),
+        "blobs": len(rows.blobs),
+    }
+
+
+def _hashable(values: list[Any]) -> tuple[Any, ...]:
+    return tuple(v if not isinstance(v, list | dict) else repr(v) for v in values)
+
+
+_ABSENT = object()

@@ -1,0 +1,88 @@
+"""``verify``: recompute every hash and walk the audit chain (exit 0, or 20 on any mismatch)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.text import Text
+
+from toolloop_cli.errors import UsageError
+
+if TYPE_CHECKING:  # imported when verify runs, so `toolloop --help` does not pay for them
+    from toolloop_cli.audit.verify import Report
+
+from . import render
+from .exits import run_guarded
+from .options import DEFAULT_STORE, JsonOpt, StoreOpt
+
+#: Exit code when anything does not recompute (design.md §8).
+MISMATCH = 20
+
+
+def verify(
+    operation_id: Annotated[
+        str | None,
+        typer.Argument(help="Only this operation's rows (the whole chain is still walked)."),
+    ] = None,
+    head: Annotated[
+        bool, typer.Option("--head", help="Print only the chain head (SEQ:sha256:…) to keep.")
+    ] = False,
+    expect_head: Annotated[
+        str | None,
+        typer.Option(
+            "--expect-head",
+            help="A head kept earlier: fail unless the chain reaches it (catches a cut tail).",
+        ),
+    ] = None,
+    store_path: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+) -> None:
+    """Recompute every hash from the stored inputs and walk the audit chain; repair nothing."""
+
+    def body() -> int:
+        from toolloop_cli.store import open_store
+        from toolloop_cli.verification import verify_store
+
+        if not store_path.exists():
+            raise UsageError(f"no store at {store_path}")
+        report = verify_store(open_store(store_path), operation_id, expect_head=expect_head)
+        if as_json:
+            render.emit_json(report_json(report, operation_id))
+        elif head:
+            render.out.print(report.head.text())
+        else:
+            _print(report)
+        return 0 if report.ok else MISMATCH
+
+    run_guarded(as_json, body)
+
+
+def report_json(report: Report, operation_id: str | None) -> dict[str, Any]:
+    """The one JSON object of ``verify --json``."""
+    return {
+        "ok": report.ok,
+        "operation_id": operation_id,
+        "counts": report.counts,
+        "head": {"seq": report.head.seq, "chain_sha256": report.head.chain_sha256},
+        "expected_head": report.expected_head,
+        "mismatches": [m.as_dict() for m in report.mismatches],
+    }
+
+
+def _print(report: Report) -> None:
+    c = report.counts
+    summary = (
+        f"{c['operations']} operation(s), {c['turns']} turn(s), {c['calls']} call(s), "
+        f"{c['approvals']} approval(s), {c['records']} audit record(s); "
+        f"{c['requests_rebuilt']} request(s) rebuilt, {c['requests_unchecked']} not rebuildable"
+    )
+    for mismatch in report.mismatches:
+        render.out.print(Text(mismatch.line()))
+    if report.ok:
+        render.out.print(Text.assemble(("verified ", "bold green"), summary))
+    else:
+        render.out.print(
+            Text.assemble((f"{len(report.mismatches)} mismatch(es) ", "bold red"), summary)
+        )
+    render.out.print(Text(f"head {report.head.text()}", style="dim"))

@@ -1,0 +1,57 @@
+"""``serve``: a loopback fake provider answering from a cassette, for live-mode runs and tests."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from . import render
+from .exits import run_guarded
+
+
+def serve(
+    cassette: Annotated[Path, typer.Argument(help="Cassette whose answers are served.")],
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0: any free).")
+    ] = 8080,
+    fault: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fault",
+            help="STATUS[:TIMES] (400, 429, 500, 503, 529) or cut:EVENTS; repeatable, "
+            "consumed in order, one request each.",
+        ),
+    ] = None,
+    retry_after: Annotated[
+        float, typer.Option("--retry-after", min=0, help="retry-after seconds sent with 429.")
+    ] = 1.0,
+    log: Annotated[
+        Path | None, typer.Option("--log", help="Append each request received as a JSON line.")
+    ] = None,
+) -> None:
+    """Answer provider requests from CASSETTE over HTTP on 127.0.0.1 until interrupted."""
+
+    def body() -> int:
+        # imported when serving, so `toolloop --help` does not pay for the HTTP server
+        from toolloop_cli.transcripts import server
+        from toolloop_cli.transcripts.transport import cassette_api
+
+        faults = [server.parse_fault(spec) for spec in fault or []]
+        handle = server.start(cassette, port=port, faults=faults, log=log, retry_after=retry_after)
+        provider, api_family = cassette_api(handle.provider.cassette)
+        variable = server.BASE_URL_ENV[provider][0]
+        render.err.print(f"serving {cassette} ({provider}/{api_family}) on {handle.url}")
+        render.err.print(Text(f"  {variable}={handle.base_url(provider)}", "dim"))
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            handle.close()
+        return 0
+
+    run_guarded(False, body)

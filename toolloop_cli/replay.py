@@ -1,0 +1,402 @@
+"""Replay a recording as operations and report where this code diverges from it.
+
+Each conversation in the cassette becomes an operation in the store like any other (``show``,
+``diff`` and ``verify`` work on it). Its model turns come from the recording; its tool results
+come from the registry's handlers (``live``, each replay in a fresh data folder) or from the
+recording itself (``recorded``: a ``RecordedToolbox`` built here, so the engine never knows it
+is replaying). How approvals are decided and time moves is in ``replay_decisions``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from toolloop_cli.engine.clock import SystemClock, iso, later, parse_iso
+from toolloop_cli.engine.context import Deps
+from toolloop_cli.engine.ids import new_operation_id
+from toolloop_cli.engine.ports import Clock, Toolbox, Transport
+from toolloop_cli.engine.records import Counters, Guards, OperationRecord
+from toolloop_cli.engine.states import OpState
+from toolloop_cli.engine.types import JSONObject, ModelSettings, ToolSpec
+from toolloop_cli.errors import TranscriptError, UsageError
+from toolloop_cli.replay_decisions import Decisions, ReplayClock, drive
+from toolloop_cli.store import Store
+from toolloop_cli.tools.registry import Registry, load_registry
+from toolloop_cli.transcripts.cassette import Cassette, load_cassette
+from toolloop_cli.transcripts.divergence import (
+    Divergence,
+    compare_outcome,
+    compare_requests,
+)
+from toolloop_cli.transcripts.record import METADATA_KEY
+from toolloop_cli.transcripts.recorded_tools import (
+    DeclaredTools,
+    RecordedToolbox,
+    recorded_results,
+    results_reader,
+)
+from toolloop_cli.transcripts.shapes import declared_tools, recorded_settings, task_text
+from toolloop_cli.transcripts.split import Conversation, Skipped, split_conversations
+from toolloop_cli.transcripts.transport import ReplayTransport
+from toolloop_cli.wiring import RegistryToolbox, deps_for, make_adapter
+
+__all__ = [
+    "ReplayOptions",
+    "ReplayReport",
+    "ReplayedOperation",
+    "replay",
+    "replay_deps",
+]
+
+RESULT_MODES = ("live", "recorded")
+
+
+@dataclass
+class ReplayOptions:
+    """What ``toolloop replay`` was asked for."""
+
+    cassette: Path
+    registry: Path | None = None
+    #: "live" runs the registry's handlers, "recorded" answers from the recording;
+    #: None: live with a registry, recorded without
+    results: str | None = None
+    approve_as: str | None = None
+    strict_requests: bool = False
+    tenant: str | None = None
+
+
+@dataclass
+class ReplayedOperation:
+    operation_id: str
+    state: OpState
+    interactions: tuple[int, ...]
+    divergences: list[Divergence] = field(default_factory=list)
+    waiting: str | None = None
+    data_dir: Path | None = None
+
+
+@dataclass
+class ReplayReport:
+    cassette: Path
+    results: str
+    operations: list[ReplayedOperation]
+    skipped: list[Skipped]
+
+    @property
+    def divergent(self) -> bool:
+        return any(op.divergences for op in self.operations)
+
+
+@dataclass
+class _Plan:
+    """One conversation to replay, and what the cassette says about it."""
+
+    cassette: Cassette
+    conversation: Conversation
+    meta: dict[str, Any]
+    registry: Registry | None
+    mode: str
+
+
+def replay(
+    store: Store,
+    options: ReplayOptions,
+    *,
+    clock: Clock | None = None,
+    on_event: Callable[[str, dict[str, object]], None] | None = None,
+) -> ReplayReport:
+    """Replay every conversation of the cassette as its own operation."""
+    mode = options.results or ("live" if options.registry is not None else "recorded")
+    if mode not in RESULT_MODES:
+        raise UsageError(f"--results must be live or recorded, not {mode!r}")
+    if mode == "live" and options.registry is None:
+        raise UsageError("--results live runs the registry's handlers: give --registry FILE")
+    registry = load_registry(options.registry) if options.registry is not None else None
+    cassette = load_cassette(options.cassette)
+    split = split_conversations(cassette)
+    meta = cassette.metadata.get(METADATA_KEY)
+    operations = []
+    for index, conversation in enumerate(split.conversations):
+        own = meta if isinstance(meta, dict) and len(split.conversations) == 1 else {}
+        plan = _Plan(cassette, conversation, own, registry, mode)
+        operations.append(_replay_one(store, plan, index, options, clock, on_event))
+    return ReplayReport(options.cassette, mode, operations, split.skipped)
+
+
+def _replay_one(
+    store: Store,
+    plan: _Plan,
+    index: int,
+    options: ReplayOptions,
+    clock: Clock | None,
+    on_event: Callable[[str, dict[str, object]], None] | None,
+) -> ReplayedOperation:
+    engine_clock = clock or ReplayClock(_start_time(plan.meta))
+    op = _new_operation(store, plan, index, options, engine_clock)
+    deps = _deps(store, op, plan, engine_clock, on_event, None)
+    with store.transaction():
+        store.insert_operation(op)
+        store.log_transition(op.operation_id, "operation", None, op.state.value, op.created_at)
+        items = deps.adapter.start(op.task, ModelSettings(**op.settings))
+        store.append_items(op.operation_id, items)
+    waiting, refused = drive(store, deps, op.operation_id, _decisions(plan, options))
+    assert isinstance(deps.transport, ReplayTransport)
+    divergences = refused + _divergences(store, deps, op.operation_id, plan, options, waiting)
+    final = store.get_operation(op.operation_id)
+    data_dir = op.source.get("data_dir")
+    return ReplayedOperation(
+        final.operation_id,
+        final.state,
+        plan.conversation.indices,
+        divergences,
+        waiting,
+        Path(data_dir) if data_dir else None,
+    )
+
+
+def _start_time(meta: dict[str, Any]) -> datetime:
+    created = meta.get("created_at")
+    if isinstance(created, str):
+        try:
+            return parse_iso(created)
+        except ValueError:
+            pass
+    return SystemClock().now()
+
+
+def _new_operation(
+    store: Store, plan: _Plan, index: int, options: ReplayOptions, clock: Clock
+) -> OperationRecord:
+    conversation, meta = plan.conversation, plan.meta
+    first = conversation.interactions[0].request
+    body = first.json()
+    task = task_text(conversation.api, body) or meta.get("task")
+    if not isinstance(task, str) or not task:
+        raise TranscriptError(
+            f"transcript {plan.cassette.path}: conversation {index + 1}: the first request "
+            "carries no user input to take the task from"
+        )
+    settings = _settings(conversation, body, first.uri, meta)
+    provider, api_family = conversation.api
+    adapter = make_adapter(provider, api_family)
+    op_id = new_operation_id()
+    now = clock.now()
+    guards = _guards(meta, plan.registry)
+    toolbox = _policy_toolbox(plan, store.data_dir, clock)
+    source: JSONObject = {
+        "replay": str(Path(plan.cassette.path).resolve()),
+        "conversation": index,
+        "interactions": list(conversation.indices),
+        "results": plan.mode,
+        "tools": "registry" if plan.registry is not None else "recorded",
+        "strict_requests": options.strict_requests,
+    }
+    if plan.mode == "live":
+        source["data_dir"] = str(store.data_dir / "replay-data" / op_id)
+    registry = plan.registry
+    return OperationRecord(
+        operation_id=op_id,
+        state=OpState.MODEL_REQUESTED,
+        task=task,
+        provider=provider,
+        api_family=api_family,
+        model=settings.model,
+        transport="replay",
+        adapter_revision=adapter.revision,
+        tenant=options.tenant or str(meta.get("tenant") or "default"),
+        subject=str(meta.get("subject") or "operator"),
+        registry_name=registry.name if registry else "recorded",
+        registry_revision=registry.revision if registry else "recorded",
+        registry_path=str(registry.path.resolve()) if registry else source["replay"],
+        registry_sha256=toolbox.registry_sha256,
+        policy_revision=toolbox.policy_revision,
+        settings=settings.model_dump(exclude_none=True),
+        source=source,
+        guards=guards,
+        counters=Counters(),
+        created_at=iso(now),
+        updated_at=iso(now),
+        deadline_at=iso(later(now, guards.deadline_s)),
+    )
+
+
+def _settings(
+    conversation: Conversation, body: Any, uri: str, meta: dict[str, Any]
+) -> ModelSettings:
+    """The recording's own settings (toolloop metadata), else what its first request shows."""
+    recorded = meta.get("settings")
+    if isinstance(recorded, dict):
+        try:
+            return ModelSettings(**recorded)
+        except ValueError:
+            pass
+    shown = recorded_settings(conversation.api, body, uri)
+    shown.setdefault("model", str(meta.get("model") or "recorded"))
+    return ModelSettings(**shown)
+
+
+def _guards(meta: dict[str, Any], registry: Registry | None) -> Guards:
+    """The recording's guards (they decide NO_PROGRESS and budgets), else the defaults."""
+    recorded = meta.get("guards")
+    if isinstance(recorded, dict):
+        known = {k: v for k, v in recorded.items() if k in Guards.model_fields}
+        try:
+            return Guards.model_validate(known)
+        except ValueError as exc:
+            raise TranscriptError(f"the recording's toolloop.guards are invalid: {exc}") from None
+    if registry is not None:
+        from toolloop_cli.operations import build_guards
+
+        return build_guards(registry, {})
+    return Guards()
+
+
+def _policy_toolbox(plan: _Plan, data_dir: Path, clock: Clock) -> Toolbox:
+    """Lookup, validation and approval policy: the registry's, else the declared tools'."""
+    if plan.registry is not None:
+        return RegistryToolbox(plan.registry, data_dir, lambda: clock.now().timestamp())
+    body = plan.conversation.interactions[0].request.json()
+    specs = declared_tools(plan.conversation.api, body)
+    meta_tools = plan.meta.get("tools")
+    registry_meta = plan.meta.get("registry")
+    revision = registry_meta.get("policy_revision") if isinstance(registry_meta, dict) else None
+    ttl = plan.meta.get("approval_ttl_s")
+    return DeclaredTools(
+        specs,
+        _schema_check(specs),
+        meta_tools if isinstance(meta_tools, dict) else None,
+        policy_revision=str(revision or "recorded"),
+        approval_ttl_s=ttl if isinstance(ttl, int) else 3600,
+    )
+
+
+def _schema_check(specs: list[ToolSpec]) -> Callable[[str, JSONObject], list[str]]:
+    """Strict argument checks against the declared schemas (a broken schema checks nothing)."""
+    from toolloop_cli.tools.validation import compile_validator, schema_problem
+
+    validators = {
+        spec.name: compile_validator(spec.parameters)
+        for spec in specs
+        if schema_problem(spec.parameters) is None
+    }
+
+    def check(name: str, arguments: JSONObject) -> list[str]:
+        validator = validators.get(name)
+        if validator is None:
+            return []
+        errors = validator.iter_errors(arguments)
+        return sorted(f"{error.json_path}: {error.message}" for error in errors)
+
+    return check
+
+
+def _deps(
+    store: Store,
+    op: OperationRecord,
+    plan: _Plan,
+    clock: Clock,
+    on_event: Callable[[str, dict[str, object]], None] | None,
+    transport: Transport | None,
+) -> Deps:
+    conversation = plan.conversation
+    if transport is None:
+        recording = Cassette(plan.cassette.path, list(conversation.interactions), {})
+        transport = ReplayTransport(recording, conversation.api, start=op.counters.requests)
+    toolbox: Toolbox | None = None
+    if plan.mode == "recorded":
+        adapter = make_adapter(op.provider, op.api_family)
+        results = recorded_results(adapter, conversation)
+        states = {c["call_id"]: c["state"] for c in _meta_list(plan.meta, "calls")}
+        toolbox = RecordedToolbox(_policy_toolbox(plan, store.data_dir, clock), results, states)
+    return deps_for(
+        store,
+        op,
+        plan.registry,
+        clock=clock,
+        on_event=on_event,
+        transport=transport,
+        toolbox=toolbox,
+    )
+
+
+def _meta_list(meta: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    value = meta.get(key)
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def replay_deps(
+    store: Store,
+    op: OperationRecord,
+    *,
+    clock: Clock | None = None,
+    on_event: Callable[[str, dict[str, object]], None] | None = None,
+    transport: Transport | None = None,
+) -> Deps:
+    """The dependencies to step or resume a replay operation, rebuilt from its source."""
+    source = op.source
+    cassette = load_cassette(source["replay"])
+    split = split_conversations(cassette)
+    index = int(source.get("conversation", 0))
+    if index >= len(split.conversations):
+        raise TranscriptError(
+            f"transcript {cassette.path} changed: it has no conversation {index + 1} any more"
+        )
+    meta = cassette.metadata.get(METADATA_KEY)
+    own = meta if isinstance(meta, dict) and len(split.conversations) == 1 else {}
+    registry = load_registry(op.registry_path) if source.get("tools") == "registry" else None
+    plan = _Plan(cassette, split.conversations[index], own, registry, str(source["results"]))
+    return _deps(store, op, plan, clock or SystemClock(), on_event, transport)
+
+
+def _decisions(plan: _Plan, options: ReplayOptions) -> Decisions:
+    recorded = {a["call_id"]: a for a in _meta_list(plan.meta, "approvals") if "call_id" in a}
+    answered: set[str] = set()
+    if plan.mode == "recorded":
+        adapter = make_adapter(*plan.conversation.api)
+        answered = set(recorded_results(adapter, plan.conversation))
+    return Decisions(
+        recorded=recorded,
+        policy=plan.registry.policy if plan.registry is not None else None,
+        approve_as=options.approve_as,
+        recorded_results=frozenset(answered),
+    )
+
+
+def _divergences(
+    store: Store,
+    deps: Deps,
+    op_id: str,
+    plan: _Plan,
+    options: ReplayOptions,
+    waiting: str | None,
+) -> list[Divergence]:
+    transport = deps.transport
+    assert isinstance(transport, ReplayTransport)
+    conversation = plan.conversation
+    found = compare_requests(
+        conversation.api,
+        [request.body for request in transport.sent],
+        conversation.bodies,
+        strict=options.strict_requests,
+        read_results=results_reader(deps.adapter),
+    )
+    if waiting:  # stopped for a person: what was not sent yet is not a divergence
+        found = [d for d in found if d.kind != "missing_request"]
+    if plan.meta:
+        op = store.get_operation(op_id)
+        calls = {c.call_id: c.state.value for c in store.calls(op_id)}
+        recorded_calls = {
+            str(c["call_id"]): str(c["state"]) for c in _meta_list(plan.meta, "calls")
+        }
+        state = plan.meta.get("state")
+        found += compare_outcome(
+            str(state) if state and not waiting else None,
+            op.state.value,
+            recorded_calls if not waiting else {},
+            calls,
+        )
+    return found

@@ -1,0 +1,154 @@
+"""How a replay steps an operation when nobody is there: its clock and its approvals.
+
+A replay has no human. A pending approval is decided, in this order: as the recording's
+``toolloop`` metadata says it was (approved or denied by whom and why, or left to expire);
+else as ``--approve-as SUBJECT``; else, when results come from the recording and it holds this
+call's result, as the subject ``replay`` (nothing runs, so nothing is authorised). Every
+decision is written like a human one, and the transition log says it came from a replay. A
+named subject is checked against the registry's policy when there is a registry; a refusal is
+reported as a divergence and the approval stays pending.
+
+The engine's clock stands still during a replay and moves forward only to moments the
+metadata recorded (approval requests, decisions, expiries), so results that quote a time,
+such as an expiry message, come out as they were recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from toolloop_cli.engine import loop
+from toolloop_cli.engine.clock import iso, parse_iso
+from toolloop_cli.engine.context import Deps
+from toolloop_cli.engine.ports import Clock
+from toolloop_cli.engine.records import ApprovalRecord, OperationRecord
+from toolloop_cli.engine.states import OpState, is_terminal
+from toolloop_cli.errors import ToolloopError
+from toolloop_cli.store import Store
+from toolloop_cli.tools.registry import Policy
+from toolloop_cli.transcripts.divergence import Divergence
+
+__all__ = ["REPLAY_SUBJECT", "Decisions", "ReplayClock", "drive"]
+
+#: Who decides an approval that nobody decided, when nothing runs (recorded results).
+REPLAY_SUBJECT = "replay"
+_MAX_STEPS = 100_000
+
+
+class ReplayClock:
+    """The engine's clock in a replay: it stands still and only moves forward, when told."""
+
+    def __init__(self, start: datetime) -> None:
+        self.moment = start
+
+    def now(self) -> datetime:
+        return self.moment
+
+    def move_to(self, moment: datetime) -> None:
+        self.moment = max(self.moment, moment)
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What a replay may decide approvals from."""
+
+    #: call id → the approval the recording's metadata holds for it
+    recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
+    policy: Policy | None = None
+    approve_as: str | None = None
+    #: call ids that may be approved as ``replay``: results recorded, nothing runs
+    recorded_results: frozenset[str] = frozenset()
+
+
+def drive(
+    store: Store, deps: Deps, op_id: str, decisions: Decisions
+) -> tuple[str | None, list[Divergence]]:
+    """Step until terminal or stuck on an approval: (why it waits, refused decisions)."""
+    refused: list[Divergence] = []
+    for _ in range(_MAX_STEPS):
+        op = store.get_operation(op_id)
+        if is_terminal(op.state):
+            return None, refused
+        if op.state is OpState.VALIDATING:
+            _move_to_requests(deps.clock, decisions, store, op)
+        elif op.state is OpState.WAITING_APPROVAL:
+            refused += _decide_pending(store, deps.clock, decisions, op)
+        result = loop.step(deps, op_id)
+        if result.waiting:
+            return result.waiting, refused
+    raise ToolloopError(f"replay of operation {op_id} did not settle in {_MAX_STEPS} steps")
+
+
+def _move(clock: Clock, moment: Any) -> None:
+    if isinstance(clock, ReplayClock) and isinstance(moment, str):
+        clock.move_to(parse_iso(moment))
+
+
+def _move_to_requests(
+    clock: Clock, decisions: Decisions, store: Store, op: OperationRecord
+) -> None:
+    """Before VALIDATING: to when the recording asked for this turn's approvals."""
+    if op.current_turn is None:
+        return
+    for call in store.calls(op.operation_id, op.current_turn):
+        _move(clock, decisions.recorded.get(call.call_id, {}).get("requested_at"))
+
+
+def _decide_pending(
+    store: Store, clock: Clock, decisions: Decisions, op: OperationRecord
+) -> list[Divergence]:
+    refused: list[Divergence] = []
+    for apr in store.approvals(op.operation_id):
+        if apr.status != "PENDING":
+            continue
+        recorded = decisions.recorded.get(apr.call_id, {})
+        status = recorded.get("status")
+        if status == "EXPIRED":
+            _move(clock, recorded.get("expires_at"))
+            continue
+        if status in ("APPROVED", "DENIED") and recorded.get("decided_by"):
+            _move(clock, recorded.get("decided_at"))
+            why = "replay: the decision recorded in the cassette"
+            subject, reason = str(recorded["decided_by"]), recorded.get("reason")
+        elif decisions.approve_as:
+            status, subject, reason = "APPROVED", decisions.approve_as, None
+            why = "replay --approve-as"
+        elif apr.call_id in decisions.recorded_results:
+            status, subject, reason = "APPROVED", REPLAY_SUBJECT, None
+            why = "replay: recorded results, nothing runs"
+        else:
+            continue
+        problem = _policy_problem(decisions.policy, subject, apr)
+        if problem is not None:
+            refused.append(Divergence("approval", None, apr.call_id, "$", subject, None, problem))
+            continue
+        _decide(store, clock, apr, str(status), subject, reason, why)
+    return refused
+
+
+def _policy_problem(policy: Policy | None, subject: str, apr: ApprovalRecord) -> str | None:
+    """Why the registry's policy would refuse this subject's decision."""
+    if policy is None or subject == REPLAY_SUBJECT:
+        return None
+    if subject not in policy.approvers:
+        return f"{subject} may not decide approvals under policy {policy.revision}"
+    if policy.forbid_self_approval and subject == apr.requested_by:
+        return f"{subject} may not approve its own calls under policy {policy.revision}"
+    return None
+
+
+def _decide(
+    store: Store,
+    clock: Clock,
+    apr: ApprovalRecord,
+    status: str,
+    subject: str,
+    reason: str | None,
+    why: str,
+) -> None:
+    at = iso(clock.now())
+    with store.transaction():
+        store.decide_approval(apr.approval_id, status, subject, at, reason)
+        store.log_transition(apr.operation_id, "approval", "PENDING", status, at, why, apr.call_id)

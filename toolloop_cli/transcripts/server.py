@@ -1,0 +1,317 @@
+"""A loopback fake provider: a cassette's answers served over real HTTP, with faults on demand.
+
+``toolloop serve CASSETTE`` and the live-mode tests use it: point ``OPENAI_BASE_URL``,
+``ANTHROPIC_BASE_URL`` or ``GEMINI_BASE_URL`` at it and run with ``--provider``. Requests are
+answered in order, per provider API (recognised from the request path, like replay), whatever
+they say; every request received is kept (``received``) and, with a log file, appended to it as
+one JSON line, so tests can assert on what the client really sent. Credential headers are never
+logged.
+
+Event streams are sent event by event, each flushed, on a connection that closes at the end (no
+``content-length``), as providers do. Faults are consumed in the order given, one request each
+(``429:2`` answers the next two requests with 429):
+
+- ``429[:N]`` — rate limited, with ``retry-after`` (seconds, ``retry_after``);
+- ``500[:N]``, ``503[:N]``, ``529[:N]``, ``400[:N]`` — that status, in the provider's error shape;
+- ``cut:K`` — the next recorded answer, but the connection closes after ``K`` events (after
+  ``K`` bytes for a JSON answer, whose ``content-length`` then promises more than comes).
+
+It binds 127.0.0.1 only: it is a test double, never a proxy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from toolloop_cli.errors import UsageError
+
+from .cassette import Cassette, Interaction, load_cassette, scrub_headers
+from .detect import detect_api
+
+__all__ = [
+    "HOST",
+    "BASE_URL_ENV",
+    "Fault",
+    "FakeProvider",
+    "Reply",
+    "ServerHandle",
+    "parse_fault",
+    "start",
+]
+
+HOST = "127.0.0.1"
+#: provider → (environment variable, the path its base URL ends with)
+BASE_URL_ENV: dict[str, tuple[str, str]] = {
+    "openai": ("OPENAI_BASE_URL", "/v1"),
+    "anthropic": ("ANTHROPIC_BASE_URL", ""),
+    "gemini": ("GEMINI_BASE_URL", ""),
+}
+_STATUSES = frozenset({400, 429, 500, 503, 529})
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+
+#: provider → status → (error type or google.rpc status, message)
+_ERRORS: dict[str, dict[int, tuple[str, str]]] = {
+    "openai": {
+        400: ("invalid_request_error", "Invalid request (fault injected by toolloop serve)."),
+        429: ("rate_limit_exceeded", "Rate limit reached for requests."),
+        500: ("server_error", "The server had an error while processing your request."),
+        503: ("server_error", "The engine is currently overloaded, please try again later."),
+        529: ("server_error", "The engine is currently overloaded, please try again later."),
+    },
+    "anthropic": {
+        400: ("invalid_request_error", "Invalid request (fault injected by toolloop serve)."),
+        429: ("rate_limit_error", "Number of requests has exceeded your rate limit."),
+        500: ("api_error", "Internal server error"),
+        503: ("api_error", "Service unavailable"),
+        529: ("overloaded_error", "Overloaded"),
+    },
+    "gemini": {
+        400: ("INVALID_ARGUMENT", "Request contains an invalid argument."),
+        429: ("RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."),
+        500: ("INTERNAL", "An internal error has occurred."),
+        503: ("UNAVAILABLE", "The model is overloaded. Please try again later."),
+        529: ("UNAVAILABLE", "The model is overloaded. Please try again later."),
+    },
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault: an error ``status`` for the next ``count`` requests, or a cut after ``count``."""
+
+    kind: str  # "cut" or a status code as text
+    count: int
+
+
+def parse_fault(spec: str) -> Fault:
+    """``429``, ``529:3``, ``cut:4`` → ``Fault``; anything else is a ``UsageError``."""
+    kind, _, number = spec.strip().partition(":")
+    try:
+        count = int(number) if number else 1
+    except ValueError:
+        count = -1
+    known = (kind == "cut" and bool(number)) or (kind.isdigit() and int(kind) in _STATUSES)
+    if not known or count < (0 if kind == "cut" else 1):
+        allowed = ", ".join(str(s) for s in sorted(_STATUSES))
+        raise UsageError(f"bad fault {spec!r}: use STATUS[:TIMES] ({allowed}) or cut:EVENTS")
+    return Fault(kind, count)
+
+
+@dataclass
+class Reply:
+    """What to send: status, headers, body pieces (each flushed), and whether to cut."""
+
+    status: int
+    headers: dict[str, str]
+    pieces: list[bytes]
+    label: str
+
+
+@dataclass
+class FakeProvider:
+    """The server's state: per-API queues of recorded answers, pending faults, what was received."""
+
+    cassette: Cassette
+    faults: list[Fault] = field(default_factory=list)
+    log: Path | None = None
+    retry_after: float = 1.0
+    received: list[dict[str, Any]] = field(default_factory=list)
+    _served: dict[tuple[str, str], int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def answer(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+        """The reply to one request (thread-safe; faults and answers are consumed in order)."""
+        with self._lock:
+            api = detect_api(path)
+            reply = self._reply(api, path)
+            self._record(method, path, headers, body, reply.label)
+            return reply
+
+    def _reply(self, api: tuple[str, str] | None, path: str) -> Reply:
+        provider = api[0] if api is not None else "openai"
+        if api is None:
+            return _error(provider, 404, "not_found", f"toolloop serve: no provider API at {path}")
+        queue = [i for i in self.cassette.interactions if i.api == api]
+        if not queue:
+            return _error(
+                provider, 404, "not_found", f"the cassette has no {api[0]}/{api[1]} answer"
+            )
+        cut: int | None = None
+        if self.faults:
+            fault = self.faults[0]
+            if fault.kind == "cut":
+                self.faults.pop(0)
+                cut = fault.count
+            else:
+                if fault.count <= 1:
+                    self.faults.pop(0)
+                else:
+                    self.faults[0] = Fault(fault.kind, fault.count - 1)
+                return self._fault(provider, int(fault.kind))
+        index = self._served.get(api, 0)
+        if index >= len(queue):
+            return _error(provider, 400, "", "toolloop serve: the cassette has no answer left")
+        self._served[api] = index + 1
+        return _recorded(queue[index], index, cut)
+
+    def _fault(self, provider: str, status: int) -> Reply:
+        kind, message = _ERRORS[provider][status]
+        reply = _error(provider, status, kind, message)
+        if status == 429:
+            reply.headers["retry-after"] = f"{self.retry_after:g}"
+        reply.label = f"fault:{status}"
+        return reply
+
+    def _record(
+        self, method: str, path: str, headers: dict[str, str], body: bytes, label: str
+    ) -> None:
+        try:
+            parsed: Any = json.loads(body.decode("utf-8")) if body else None
+        except (UnicodeDecodeError, ValueError):
+            parsed = body.decode("utf-8", errors="replace")
+        entry = {
+            "seq": len(self.received),
+            "method": method,
+            "path": path,
+            "headers": {k: v[0] for k, v in scrub_headers(headers).items()},
+            "body": parsed,
+            "answer": label,
+        }
+        self.received.append(entry)
+        if self.log is not None:
+            with self.log.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+def _error(provider: str, status: int, kind: str, message: str) -> Reply:
+    body: dict[str, Any]
+    if provider == "anthropic":
+        body = {"type": "error", "error": {"type": kind, "message": message}}
+        body["request_id"] = "req_toolloop_serve"
+    elif provider == "gemini":
+        body = {"error": {"code": status, "message": message, "status": kind}}
+    else:
+        body = {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+    data = json.dumps(body).encode()
+    headers = {"content-type": "application/json", "content-length": str(len(data))}
+    return Reply(status, headers, [data], f"error:{status}")
+
+
+def _recorded(interaction: Interaction, index: int, cut: int | None) -> Reply:
+    recorded = interaction.response
+    headers = {
+        name: ", ".join(values)
+        for name, values in recorded.headers.items()
+        if name not in ("content-length", "transfer-encoding", "content-encoding", "connection")
+    }
+    body = recorded.body
+    label = f"cassette:{index}" + (f":cut@{cut}" if cut is not None else "")
+    if "text/event-stream" not in headers.get("content-type", ""):
+        headers["content-length"] = str(len(body))
+        return Reply(recorded.status, headers, [body if cut is None else body[:cut]], label)
+    events = _events(body)
+    return Reply(recorded.status, headers, events if cut is None else events[:cut], label)
+
+
+def _events(body: bytes) -> list[bytes]:
+    """The stream's bytes split after each event's closing blank line (nothing dropped)."""
+    pieces: list[bytes] = []
+    start = 0
+    for match in _EVENT_END.finditer(body):
+        pieces.append(body[start : match.end()])
+        start = match.end()
+    if start < len(body):
+        pieces.append(body[start:])
+    return pieces
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length) if length > 0 else b""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        reply = self.server.provider.answer(self.command, self.path, headers, body)
+        self.send_response(reply.status)
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.send_header("connection", "close")
+        self.end_headers()
+        for piece in reply.pieces:
+            self.wfile.write(piece)
+            self.wfile.flush()
+        self.close_connection = True
+
+    do_POST = _serve
+    do_GET = _serve
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: what was received is in ``received`` and the log file."""
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    provider: FakeProvider
+
+
+@dataclass
+class ServerHandle:
+    """A running fake provider; ``close()`` (or ``with``) stops it and joins its thread."""
+
+    server: _Server
+    thread: threading.Thread
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def provider(self) -> FakeProvider:
+        return self.server.provider
+
+    def base_url(self, provider: str) -> str:
+        """The base URL a client of ``provider`` should be given (OpenAI's ends in /v1)."""
+        return self.url + BASE_URL_ENV[provider][1]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+    def __enter__(self) -> ServerHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def start(
+    cassette: str | Path,
+    *,
+    port: int = 0,
+    faults: Sequence[Fault] = (),
+    log: Path | None = None,
+    retry_after: float = 1.0,
+) -> ServerHandle:
+    """Serve ``cassette`` on 127.0.0.1:``port`` (0: a free port) in a background thread."""
+    loaded = load_cassette(cassette)
+    try:
+        server = _Server((HOST, port), _Handler)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {HOST}:{port}: {exc.strerror or exc}") from exc
+    server.provider = FakeProvider(loaded, list(faults), log, retry_after)
+    thread = threading.Thread(target=server.serve_forever, name="toolloop-serve", daemon=True)
+    thread.start()
+    return ServerHandle(server, thread)

@@ -1,0 +1,173 @@
+"""The service behind ``toolloop verify``: read a store, hand its rows to ``audit.verify``.
+
+Besides what ``audit.verify`` checks from rows alone, this layer rebuilds every model
+request from the stored conversation items, the declared tools and the settings (through
+the operation's adapter) and hashes it again, and reports registry drift: a call that is
+still to run, or an approval still to be used, whose tool or policy is no longer what the
+registry file says. It reads only; it never repairs anything.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+from toolloop_cli.audit.canonical import sha256_of
+from toolloop_cli.audit.mismatch import Mismatch
+from toolloop_cli.audit.verify import Report, StoreRows, verify
+from toolloop_cli.engine.ports import ModelAdapter
+from toolloop_cli.engine.states import TERMINAL
+from toolloop_cli.engine.types import ModelSettings, ToolSpec
+from toolloop_cli.errors import OperationNotFound, StoreError, ToolloopError
+from toolloop_cli.store import Store
+
+__all__ = ["read_rows", "registry_drift", "verify_store"]
+
+_TABLES = ("operations", "turns", "calls", "approvals", "transitions", "conversation")
+
+#: Call states whose tool must still be the one they were allowed under.
+_PENDING = ("WAITING_APPROVAL", "APPROVED", "EXECUTING")
+
+_TERMINAL = frozenset(state.value for state in TERMINAL)
+
+Row = dict[str, Any]
+
+
+def verify_store(
+    store: Store, operation_id: str | None = None, *, expect_head: str | None = None
+) -> Report:
+    """Verify the whole store (or one operation, with the whole chain); never repairs."""
+    if operation_id is not None and not _exists(store, operation_id):
+        raise OperationNotFound(f"no operation {operation_id} in store {store.path}")
+    rows = read_rows(store)
+    report = verify(
+        rows,
+        operation_id=operation_id,
+        expect_head=expect_head,
+        request_sha=_Requests(rows),
+    )
+    drift = registry_drift(rows, operation_id)
+    report.mismatches.extend(drift)
+    report.counts["pending_checked"] = sum(
+        1 for c in rows.calls if c.get("state") in _PENDING and _mine(c, operation_id)
+    )
+    return report
+
+
+def read_rows(store: Store) -> StoreRows:
+    """Every row of the audited tables, as plain dicts."""
+    try:
+        rows = StoreRows(**{t: _select(store.conn, f"SELECT * FROM {t}") for t in _TABLES})
+        rows.blobs = dict(store.conn.execute("SELECT sha256, body FROM blobs").fetchall())
+        rows.audit_log = _select(store.conn, "SELECT * FROM audit_log ORDER BY seq")
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read store {store.path}: {exc}") from exc
+    return rows
+
+
+def _exists(store: Store, operation_id: str) -> bool:
+    sql = "SELECT 1 FROM operations WHERE operation_id = ?"
+    return store.conn.execute(sql, (operation_id,)).fetchone() is not None
+
+
+def _select(conn: sqlite3.Connection, sql: str) -> list[Row]:
+    cur = conn.execute(sql)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur]
+
+
+class _Requests:
+    """Rebuilds a turn's request from stored items, tools and settings; hashes it."""
+
+    def __init__(self, rows: StoreRows) -> None:
+        self.rows = rows
+        self._items: dict[str, list[Any]] | None = None
+        self._adapters: dict[tuple[str, str, str | None], ModelAdapter | None] = {}
+
+    def __call__(self, op: Mapping[str, Any], turn: Mapping[str, Any]) -> str | None:
+        tools_sha = turn.get("tools_sha256")
+        adapter = self._adapter(op)
+        if tools_sha is None or adapter is None or adapter.revision != op["adapter_revision"]:
+            return None  # not rebuildable here: counted as unchecked, not as a mismatch
+        items = self._conversation(str(op["operation_id"]))[: int(turn["request_items"])]
+        tools = [ToolSpec(**t) for t in json.loads(self.rows.blobs[tools_sha])]
+        settings = ModelSettings(**json.loads(op["settings_json"]))
+        return sha256_of(adapter.build_request(items, tools, settings).body)
+
+    def _adapter(self, op: Mapping[str, Any]) -> ModelAdapter | None:
+        source = json.loads(op["source_json"] or "{}")
+        key = (str(op["provider"]), str(op["api_family"]), source.get("base_url"))
+        if key not in self._adapters:
+            from toolloop_cli.wiring import make_adapter
+
+            try:
+                self._adapters[key] = make_adapter(*key)
+            except ToolloopError:
+                self._adapters[key] = None
+        return self._adapters[key]
+
+    def _conversation(self, operation_id: str) -> list[Any]:
+        if self._items is None:
+            ordered = sorted(
+                self.rows.conversation, key=lambda r: (str(r["operation_id"]), int(r["seq"]))
+            )
+            self._items = {}
+            for row in ordered:
+                body = self.rows.blobs[row["item_sha256"]]
+                self._items.setdefault(str(row["operation_id"]), []).append(json.loads(body))
+        return self._items.get(operation_id, [])
+
+
+def registry_drift(rows: StoreRows, operation_id: str | None = None) -> list[Mismatch]:
+    """Calls still to run (or to approve) whose tool or policy the registry file changed."""
+    from toolloop_cli.tools.registry import load_registry
+
+    found: list[Mismatch] = []
+    approvals = {a["approval_id"]: a for a in rows.approvals}
+    for op in rows.operations:
+        if not _mine(op, operation_id) or op["state"] in _TERMINAL:
+            continue
+        pending = [
+            c
+            for c in rows.calls
+            if c["operation_id"] == op["operation_id"] and c["state"] in _PENDING
+        ]
+        if not pending:
+            continue
+        path = str(op["registry_path"])
+        try:
+            registry = load_registry(path)
+        except ToolloopError as exc:
+            found.append(_drift(op, None, path, "registry_path", "a loadable registry", str(exc)))
+            continue
+        for call in pending:
+            tool = registry.get(str(call["name"]))
+            current = tool.sha256 if tool is not None else "removed"
+            if current != call["tool_sha256"]:
+                found.append(_drift(op, call, path, "tool_sha256", call["tool_sha256"], current))
+            apr = approvals.get(call["approval_id"])
+            if apr is not None and apr["policy_revision"] != registry.policy.revision:
+                found.append(
+                    _drift(
+                        op,
+                        call,
+                        path,
+                        "policy_revision",
+                        apr["policy_revision"],
+                        registry.policy.revision,
+                    )
+                )
+    return found
+
+
+def _drift(
+    op: Row, call: Row | None, path: str, field: str, expected: object, found: object
+) -> Mismatch:
+    call_id = None if call is None else call["call_id"]
+    return Mismatch.of(op["operation_id"], call_id, "registry", path, field, expected, found)
+
+
+def _mine(row: Mapping[str, Any], operation_id: str | None) -> bool:
+    return operation_id is None or row.get("operation_id") == operation_id

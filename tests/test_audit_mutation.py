@@ -29,7 +29,6 @@ from toolloop_cli.verification import _Requests, read_rows
 
 TABLES = ("operations", "turns", "calls", "approvals", "transitions", "conversation", "audit_log")
 
-#: Columns that identify which operation / call a row is about, per table.
 Mutation = tuple[str, int, str]  # table, row index, column
 
 
@@ -85,6 +84,7 @@ def named(report: Any, table: str, field: str, op: str, call: str | None) -> boo
     )
 
 
+@pytest.mark.timeout(600)  # thousands of verifications; about 40 s on two cores
 def test_every_audited_column_of_every_row_is_caught_and_named(
     demo: tuple[Path, StoreRows, dict[str, str]],
 ) -> None:

@@ -201,3 +201,13 @@ def test_live_replays_use_a_fresh_ledger_each_time(cli: Invoke) -> None:
     second = json_out(replay(cli, BRANCHES / "happy_path.yaml", *args))
     assert first["divergences"] == second["divergences"] == []
     assert first["replay"]["data_dir"] != second["replay"]["data_dir"]
+
+
+def test_a_replay_is_an_operation_that_show_and_verify_accept(cli: Invoke) -> None:
+    for extra in ([], ["--registry", str(REGISTRY)]):
+        out = json_out(replay(cli, BRANCHES / "approval_expired.yaml", *extra))
+        shown = cli("show", out["operation_id"], "--json")
+        assert shown.exit_code == 0
+        assert json_out(shown)["calls"] == out["calls"]
+        verified = cli("verify", out["operation_id"])
+        assert verified.exit_code == 0, verified.output

@@ -6,13 +6,16 @@ so the CLI stays a thin layer and programs can drive toolloop without it.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from toolloop_cli import failpoints
 from toolloop_cli.engine import loop
 from toolloop_cli.engine.clock import SystemClock, iso, later, parse_iso
 from toolloop_cli.engine.context import Deps
@@ -21,9 +24,15 @@ from toolloop_cli.engine.ports import Clock, Transport
 from toolloop_cli.engine.records import ApprovalRecord, Counters, Guards, OperationRecord
 from toolloop_cli.engine.states import OpState, is_terminal
 from toolloop_cli.engine.types import ModelSettings
-from toolloop_cli.errors import AlreadyDecided, ApprovalError, RegistryError, UsageError
+from toolloop_cli.errors import (
+    AlreadyDecided,
+    ApprovalError,
+    OperationNotFound,
+    RegistryError,
+    UsageError,
+)
 from toolloop_cli.pricing import load_prices, price_for
-from toolloop_cli.store import Store
+from toolloop_cli.store import Store, lease
 from toolloop_cli.tools.registry import Registry, load_registry
 from toolloop_cli.wiring import (
     PROVIDERS,
@@ -57,6 +66,29 @@ class RunOptions:
     max_output_tokens: int | None = None
     #: write every exchange to this cassette (vcrpy format), resumes appending to it
     record: Path | None = None
+
+
+#: registries already loaded, by (resolved path, sha256 of the file's bytes)
+_REGISTRIES: dict[tuple[str, str], Registry] = {}
+
+
+def _registry(path: str | Path) -> Registry:
+    """``load_registry``, once per file content: a run's approvals and resumes reuse it.
+
+    Keyed by the file's bytes, so an edited registry is loaded (and checked) afresh.
+    """
+    resolved = Path(path).resolve()
+    try:
+        digest = hashlib.sha256(resolved.read_bytes()).hexdigest()
+    except OSError:
+        return load_registry(path)  # it reports the problem
+    key = (str(resolved), digest)
+    cached = _REGISTRIES.get(key)
+    if cached is None:
+        if len(_REGISTRIES) >= 32:
+            _REGISTRIES.clear()
+        cached = _REGISTRIES[key] = load_registry(path)
+    return cached
 
 
 def build_guards(registry: Registry, overrides: dict[str, Any]) -> Guards:
@@ -96,7 +128,7 @@ def start(
     transport: Transport | None = None,
 ) -> loop.StepResult:
     """Create an operation and run it until it ends or waits for a human."""
-    registry = load_registry(options.registry)
+    registry = _registry(options.registry)
     if options.guards is None:
         options.guards = build_guards(registry, options.guard_overrides)
     op, transport = _new_operation(store, options, registry, clock or SystemClock(), transport)
@@ -106,9 +138,24 @@ def start(
         store.log_transition(op.operation_id, "operation", None, op.state.value, op.created_at)
         items = deps.adapter.start(options.task, ModelSettings(**op.settings))
         store.append_items(op.operation_id, items)
-    result = loop.run(deps, op.operation_id)
-    flush_recording(deps)
+    deps.failpoint("after_start_commit")
+    with lease.held(store, op.operation_id) as held:
+        _renew_as_it_steps(deps, held)
+        result = loop.run(deps, op.operation_id)
+        flush_recording(deps)
     return result
+
+
+def _renew_as_it_steps(deps: Deps, held: lease.Lease) -> None:
+    """Keep the operation's lease alive: renew it (when due) after each committed step."""
+    sink = deps.on_event
+
+    def on_event(kind: str, data: dict[str, object]) -> None:
+        if kind == "transition":
+            held.renew_if_due()
+        sink(kind, data)
+
+    deps.on_event = on_event
 
 
 def _new_operation(
@@ -212,16 +259,18 @@ def open_operation(
         from toolloop_cli.replay import replay_deps
 
         return replay_deps(store, op, clock=clock, on_event=on_event, transport=transport)
-    registry = load_registry(op.registry_path)
+    registry = _registry(op.registry_path)
     return deps_for(store, op, registry, clock=clock, on_event=on_event, transport=transport)
 
 
 def step(store: Store, operation_id: str, **kwargs: object) -> loop.StepResult:
     """Exactly one transition."""
     _refuse_terminal(store, operation_id, kwargs.get("tenant"))
-    deps = open_operation(store, operation_id, **kwargs)  # type: ignore[arg-type]
-    result = loop.step(deps, operation_id)
-    flush_recording(deps)
+    with lease.held(store, operation_id) as held:
+        deps = open_operation(store, operation_id, **kwargs)  # type: ignore[arg-type]
+        _renew_as_it_steps(deps, held)
+        result = loop.step(deps, operation_id)
+        flush_recording(deps)
     return result
 
 
@@ -239,19 +288,23 @@ def resume(
     ``decided_by`` naming a policy approver, recorded in the transition log.
     """
     _refuse_terminal(store, operation_id, kwargs.get("tenant"), force_continue)
-    deps = open_operation(store, operation_id, **kwargs)  # type: ignore[arg-type]
-    op = store.get_operation(operation_id)
-    if force_continue and op.state is OpState.ESCALATED:
-        _check_operator(op, decided_by)
-    result = loop.resume(deps, operation_id, force_continue=force_continue, decided_by=decided_by)
-    flush_recording(deps)
+    with lease.held(store, operation_id) as held:
+        deps = open_operation(store, operation_id, **kwargs)  # type: ignore[arg-type]
+        _renew_as_it_steps(deps, held)
+        op = store.get_operation(operation_id)
+        if force_continue and op.state is OpState.ESCALATED:
+            _check_operator(op, decided_by)
+        result = loop.resume(
+            deps, operation_id, force_continue=force_continue, decided_by=decided_by
+        )
+        flush_recording(deps)
     return result
 
 
 def _check_operator(op: OperationRecord, decided_by: str | None) -> None:
     if not decided_by:
         raise UsageError("--force-continue is an operator's decision: say who with --as SUBJECT")
-    policy = load_registry(op.registry_path).policy
+    policy = _registry(op.registry_path).policy
     if decided_by not in policy.approvers:
         raise ApprovalError(
             f"{decided_by} may not continue escalated operations under policy "
@@ -289,12 +342,40 @@ def approve(
     tenant: str | None = None,
     clock: Clock | None = None,
 ) -> ApprovalRecord:
-    """Record one human decision. The first decision stands; nothing runs until ``resume``."""
+    """Record one human decision. The first decision stands; nothing runs until ``resume``.
+
+    Every refused decision (wrong approver, self-approval, expired, already decided, another
+    tenant's approval) is written to the transition log as ``approval_refused``, in its own
+    transaction, before the error is raised.
+    """
     clock = clock or SystemClock()
-    apr = store.get_approval(approval_id, tenant)
+    now = clock.now()
+    try:
+        apr = store.get_approval(approval_id, tenant)
+    except OperationNotFound:
+        _refused_elsewhere(store, approval_id, subject, tenant, iso(now))
+        raise
+    try:
+        _check_decision(store, apr, subject, deny, now)
+        with store.transaction():
+            status = "DENIED" if deny else "APPROVED"
+            store.decide_approval(approval_id, status, subject, iso(now), reason)
+            store.log_transition(
+                apr.operation_id, "approval", "PENDING", status, iso(now), reason, apr.call_id
+            )
+        failpoints.failpoint("after_approval_commit")
+    except ApprovalError as exc:
+        _log_refusal(store, apr, f"{subject} (tenant {tenant or apr.tenant}): {exc}", iso(now))
+        raise
+    return store.get_approval(approval_id)
+
+
+def _check_decision(
+    store: Store, apr: ApprovalRecord, subject: str, deny: bool, now: datetime
+) -> None:
+    """Why ``subject`` may not decide ``apr`` now (an ``ApprovalError``), or nothing."""
     op = store.get_operation(apr.operation_id)
-    registry = load_registry(op.registry_path)
-    policy = registry.policy
+    policy = _registry(op.registry_path).policy
     if subject not in policy.approvers:
         allowed = ", ".join(policy.approvers) or "nobody"
         raise ApprovalError(
@@ -307,17 +388,35 @@ def approve(
             f"(policy {policy.revision} forbids self-approval)"
         )
     if apr.status != "PENDING":
-        raise AlreadyDecided(f"approval {approval_id} is already {apr.status}")
-    now = clock.now()
+        raise AlreadyDecided(
+            f"approval {apr.approval_id} is already {apr.status}"
+            + (f" by {apr.decided_by}" if apr.decided_by else "")
+        )
     if not deny and now >= parse_iso(apr.expires_at):
         raise ApprovalError(
-            f"approval {approval_id} expired at {apr.expires_at}; resume the operation to "
+            f"approval {apr.approval_id} expired at {apr.expires_at}; resume the operation to "
             "tell the model, which may propose the call again"
         )
+
+
+def _log_refusal(store: Store, apr: ApprovalRecord, why: str, at: str) -> None:
+    """The audited record of a refused decision (the approval itself is unchanged)."""
+    current = store.get_approval(apr.approval_id).status
     with store.transaction():
-        status = "DENIED" if deny else "APPROVED"
-        store.decide_approval(approval_id, status, subject, iso(now), reason)
         store.log_transition(
-            apr.operation_id, "approval", "PENDING", status, iso(now), reason, apr.call_id
+            apr.operation_id, "approval_refused", current, current, at, why, apr.call_id
         )
-    return store.get_approval(approval_id)
+
+
+def _refused_elsewhere(
+    store: Store, approval_id: str, subject: str, tenant: str | None, at: str
+) -> None:
+    """A decision on another tenant's approval is refused as unknown, and logged on its owner."""
+    if tenant is None:
+        return  # no such approval at all: nothing to attach the record to
+    try:
+        apr = store.get_approval(approval_id)
+    except OperationNotFound:
+        return
+    why = f"{subject} (tenant {tenant}): approval belongs to another tenant"
+    _log_refusal(store, apr, why, at)

@@ -4,7 +4,8 @@ Each conversation in the cassette becomes an operation in the store like any oth
 ``diff`` and ``verify`` work on it). Its model turns come from the recording; its tool results
 come from the registry's handlers (``live``, each replay in a fresh data folder) or from the
 recording itself (``recorded``: a ``RecordedToolbox`` built here, so the engine never knows it
-is replaying). How approvals are decided and time moves is in ``replay_decisions``.
+is replaying). How approvals are decided and time moves is in ``replay_decisions``;
+``diff`` (from ``run_diff``) compares two replays, operations or cassettes.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from toolloop_cli.engine.states import OpState
 from toolloop_cli.engine.types import JSONObject, ModelSettings, ToolSpec
 from toolloop_cli.errors import TranscriptError, UsageError
 from toolloop_cli.replay_decisions import Decisions, ReplayClock, drive
+from toolloop_cli.run_diff import DiffReport, diff
 from toolloop_cli.store import Store
 from toolloop_cli.tools.registry import Registry, load_registry
 from toolloop_cli.transcripts.cassette import Cassette, load_cassette
@@ -45,9 +47,11 @@ from toolloop_cli.transcripts.transport import ReplayTransport
 from toolloop_cli.wiring import RegistryToolbox, deps_for, make_adapter
 
 __all__ = [
+    "DiffReport",
     "ReplayOptions",
     "ReplayReport",
     "ReplayedOperation",
+    "diff",
     "replay",
     "replay_deps",
 ]

@@ -59,7 +59,9 @@ def verify_store(
 def read_rows(store: Store) -> StoreRows:
     """Every row of the audited tables, as plain dicts."""
     try:
-        rows = StoreRows(**{t: _select(store.conn, f"SELECT * FROM {t}") for t in _TABLES})
+        rows = StoreRows()
+        for table in _TABLES:
+            setattr(rows, table, _select(store.conn, f"SELECT * FROM {table}"))
         rows.blobs = dict(store.conn.execute("SELECT sha256, body FROM blobs").fetchall())
         rows.audit_log = _select(store.conn, "SELECT * FROM audit_log ORDER BY seq")
     except sqlite3.Error as exc:

@@ -40,6 +40,8 @@ def operation_view(store: Store, operation_id: str, tenant: str | None = None) -
             "idempotency_key": c.idempotency_key,
             "approval_id": c.approval_id,
             "result": c.model_result,
+            "result_sha256": c.result_sha256,
+            "call_binding_sha256": c.call_binding_sha256,
         }
         for c in store.calls(operation_id)
     ]

@@ -34,6 +34,8 @@ __all__ = [
     "Kind",
     "Sealed",
     "chain_link",
+    "key_text",
+    "record_key",
     "seal",
 ]
 

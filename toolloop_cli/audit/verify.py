@@ -116,8 +116,9 @@ def _snapshots(
         if record is None:
             orphans += rows
             continue
-        rows.sort(key=lambda r: _distance(r, record))
-        found += _compare(kind, rows[0], record, skip)
+        matched: dict[str, Any] = record
+        rows.sort(key=lambda r: _distance(r, matched))
+        found += _compare(kind, rows[0], matched, skip)
         orphans += rows[1:]
     unmatched = list(records.values())
     pairs = sorted(

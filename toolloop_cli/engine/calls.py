@@ -8,6 +8,7 @@ leaves a call that ``execute`` reconciles through the key instead of running it 
 from __future__ import annotations
 
 from toolloop_cli.audit.binding import check_result_set
+from toolloop_cli.audit.canonical import CanonicalJSONError
 from toolloop_cli.errors import ApprovalError, StoreError, TamperedStore
 
 from . import envelopes, guards, parallel
@@ -137,6 +138,10 @@ def _argument_problem(deps: Deps, tool: ToolInfo, call: CallRecord) -> dict[str,
         return envelopes.arguments_too_large(size, tool.max_argument_bytes)
     if call.arguments is None:
         return envelopes.invalid_json(call.argument_error or "not a JSON object")
+    try:  # 1e999999 parses as inf, 2**60 as an int: neither can be hashed, so neither can run
+        arguments_digest(call.arguments)
+    except CanonicalJSONError as exc:
+        return envelopes.invalid_json(str(exc))
     problems = deps.toolbox.validate(tool.name, call.arguments)
     if problems:
         return envelopes.invalid_arguments(problems)
@@ -382,6 +387,7 @@ def _run_batch(deps: Deps, op: OperationRecord, batch: list[CallRecord]) -> Oper
         deps.failpoint("after_effect_before_result_commit")
         with deps.store.transaction():
             _record_execution(deps, op, call, execution)
+        deps.failpoint("after_result_commit")
     return op
 
 
@@ -407,6 +413,7 @@ def _recover_call(deps: Deps, op: OperationRecord, call: CallRecord) -> Operatio
         if reconciled is not None:
             with deps.store.transaction():
                 _record_reconciled(deps, op, call, reconciled)
+            deps.failpoint("after_recover_commit")
             return op
         if not tool.has_reconcile:
             with deps.store.transaction():
@@ -417,6 +424,7 @@ def _recover_call(deps: Deps, op: OperationRecord, call: CallRecord) -> Operatio
                     "interrupted while running; the tool has no reconcile handler",
                     protected_audit={"interrupted": True},
                 )
+            deps.failpoint("after_recover_commit")
             return op
     with deps.store.transaction():
         call = call_to(deps, call, C.EXECUTING, "re-run: the downstream has no record of the key")
@@ -426,6 +434,7 @@ def _recover_call(deps: Deps, op: OperationRecord, call: CallRecord) -> Operatio
     deps.failpoint("after_effect_before_result_commit")
     with deps.store.transaction():
         _record_execution(deps, op, call, execution)
+    deps.failpoint("after_result_commit")
     return op
 
 
@@ -486,6 +495,9 @@ def _record_execution(
                 protected_audit=audit,
                 finished_at=done,
             )
+        case "failed" if _side_effecting(deps, call):
+            # raised mid-flight (a dropped connection…): the effect may or may not have happened
+            _settle_unknown(deps, op, call, audit, "side effect interrupted", known_finished=True)
         case _:
             result = envelopes.error("tool_failed", "the tool failed; the operator has the details")
             call_to(
@@ -507,8 +519,7 @@ def _record_timeout(
     audit: dict[str, object],
     done: str,
 ) -> None:
-    tool = deps.toolbox.lookup(call.name)
-    if tool is None or not tool.side_effecting:
+    if not _side_effecting(deps, call):
         result = envelopes.error("timeout", execution.error or "the tool timed out")
         call_to(
             deps,
@@ -520,11 +531,58 @@ def _record_timeout(
             finished_at=done,
         )
         return
-    call = call_to(deps, call, C.UNKNOWN_OUTCOME, "side effect timed out", protected_audit=audit)
+    # the abandoned handler may still apply the effect: "no record yet" proves nothing
+    _settle_unknown(deps, op, call, audit, "side effect timed out", known_finished=False)
+
+
+def _side_effecting(deps: Deps, call: CallRecord) -> bool:
+    tool = deps.toolbox.lookup(call.name)
+    return tool is not None and tool.side_effecting
+
+
+def _settle_unknown(
+    deps: Deps,
+    op: OperationRecord,
+    call: CallRecord,
+    audit: dict[str, object],
+    why: str,
+    *,
+    known_finished: bool,
+) -> None:
+    """A side effect whose handler did not answer: ask the downstream by the call's key.
+
+    Confirmed: RECONCILED with the downstream's saved result. No record of the key, and the
+    handler is known to have finished (it raised): the effect did not happen, FAILED. Anything
+    else (a timed-out handler may still apply it; no reconcile handler; the lookup failed)
+    cannot be told: UNKNOWN_OUTCOME, which stops the operation ESCALATED.
+    """
     assert call.arguments is not None
     reconciled = deps.toolbox.reconcile(call.name, call.arguments, _context(deps, op, call))
-    if reconciled is not None:
+    if reconciled is not None and reconciled.status == "ok":
         _record_reconciled(deps, op, call, reconciled)
+        return
+    tool = deps.toolbox.lookup(call.name)
+    answer: object = "no record of the key"
+    if reconciled is not None:
+        answer = {"status": reconciled.status, "error": reconciled.error}
+    elif tool is None or not tool.has_reconcile:
+        answer = "the tool has no reconcile handler"
+    elif known_finished:
+        result = envelopes.error(
+            "tool_failed", "the tool failed and the downstream has no record of the request"
+        )
+        call_to(
+            deps,
+            call,
+            C.FAILED,
+            f"{why}; the downstream has no record of the key",
+            model_result=result,
+            protected_audit={**audit, "reconcile": answer},
+            finished_at=deps.now_iso(),
+        )
+        return
+    detail = {**audit, "reconcile": answer}
+    call_to(deps, call, C.UNKNOWN_OUTCOME, why, protected_audit=detail)
 
 
 def _record_reconciled(
@@ -592,14 +650,25 @@ def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
 def force_continue(deps: Deps, op: OperationRecord, decided_by: str) -> OperationRecord:
     """An operator's audited decision to continue an ESCALATED operation.
 
-    Calls whose outcome is unknown are not run again: the model is told their outcome is
-    unknown. Calls that never ran are run; otherwise the results go back to the model.
+    Calls whose outcome is unknown are not run again: they are reconciled once more by their
+    key (RECONCILED if the downstream now confirms it), and the model is told the outcome of
+    the rest is unknown. Calls that never ran are run; otherwise the results go back.
     """
     why = f"forced continue by {decided_by} (was ESCALATED: {op.reason})"
+    calls = _turn_calls(deps, op) if op.current_turn is not None else []
+    # the downstream may know by now: ask once more by the same key before giving up on it
+    answers = {
+        call.call_id: deps.toolbox.reconcile(call.name, call.arguments, _context(deps, op, call))
+        for call in calls
+        if call.state is C.UNKNOWN_OUTCOME and call.arguments is not None
+    }
     with deps.store.transaction():
         calls = _turn_calls(deps, op) if op.current_turn is not None else []
         for call in calls:
-            if call.state is C.UNKNOWN_OUTCOME:
+            answer = answers.get(call.call_id)
+            if call.state is C.UNKNOWN_OUTCOME and answer is not None and answer.status == "ok":
+                _record_reconciled(deps, op, call, answer)
+            elif call.state is C.UNKNOWN_OUTCOME:
                 result = envelopes.error(
                     "outcome_unknown",
                     "the outcome of this call is unknown; an operator chose to continue "

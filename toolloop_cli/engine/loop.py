@@ -45,6 +45,7 @@ def step(deps: Deps, operation_id: str) -> StepResult:
     if source is not OpState.MODEL_REQUESTED and deps.clock.now() >= parse_iso(op.deadline_at):
         with deps.store.transaction():
             op = stop(deps, op, OpState.BUDGET_EXHAUSTED, deadline_reason(op))
+        deps.failpoint("after_step_commit")
         return StepResult(source, op.state, op)
     match source:
         case OpState.MODEL_REQUESTED:
@@ -54,6 +55,7 @@ def step(deps: Deps, operation_id: str) -> StepResult:
         case OpState.WAITING_APPROVAL:
             op, waiting = call_steps.collect_decisions(deps, op)
             if waiting:
+                deps.failpoint("after_step_commit")
                 return StepResult(source, op.state, op, waiting=waiting)
         case OpState.EXECUTING:
             op = call_steps.execute(deps, op)
@@ -61,6 +63,8 @@ def step(deps: Deps, operation_id: str) -> StepResult:
             op = call_steps.send_back(deps, op)
         case _:  # pragma: no cover - terminal states are handled above
             raise OperationTerminal(f"operation {operation_id} is {source.value}")
+    # every step function returns right after its last commit: this is the boundary after it
+    deps.failpoint("after_step_commit")
     deps.on_event("transition", {"source": source.value, "target": op.state.value})
     return StepResult(source, op.state, op)
 
@@ -90,6 +94,7 @@ def resume(
                 "An operator may continue it with --force-continue"
             )
         call_steps.force_continue(deps, op, decided_by or "an operator")
+        deps.failpoint("after_force_continue_commit")
     elif is_terminal(op.state):
         raise OperationTerminal(
             f"operation {operation_id} is already {op.state.value}: nothing to resume, "

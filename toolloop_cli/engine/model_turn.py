@@ -69,6 +69,7 @@ def request_model(deps: Deps, op: OperationRecord) -> OperationRecord:
         deps.store.insert_turn(record, len(conversation), body, tools=deps.toolbox.specs())
         op = _count(deps, op, turn)
         op = _apply_outcome(deps, op, turn, idx)
+    deps.failpoint("after_turn_commit")
     if op.state is OpState.MODEL_REQUESTED:
         _backoff(deps, op, turn)
     return op

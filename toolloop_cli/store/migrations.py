@@ -164,6 +164,16 @@ def _audit(db: Database) -> None:
             db.execute(statement)
 
 
+@migrations(name="operation_leases")
+def _operation_leases(db: Database) -> None:
+    """One process at a time runs an operation: its lease, with an expiry (store/lease.py)."""
+    db.execute(
+        "CREATE TABLE leases (operation_id TEXT PRIMARY KEY, token TEXT NOT NULL,"
+        " pid INTEGER NOT NULL, host TEXT NOT NULL, acquired_at REAL NOT NULL,"
+        " expires_at REAL NOT NULL)"
+    )
+
+
 def apply(db: Database) -> None:
     """Bring a store up to the current schema (each step in its own transaction)."""
     migrations.apply(db)

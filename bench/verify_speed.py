@@ -1,0 +1,108 @@
+"""How fast ``toolloop verify`` checks a store, next to plain hashlib over the same bytes.
+
+Builds a store of N completed refund operations from the bundled OpenAI recording, then
+times, best of R runs:
+
+- ``verify_store``: read every row, walk the chain, compare rows, recompute every hash and
+  rebuild every request through the adapter (what ``toolloop verify`` does);
+- ``audit.verify`` on rows already in memory, without request rebuilding;
+- the chain walk alone;
+- ``hashlib.sha256`` over the same record bytes (the floor: one hash per record);
+- ``seal`` of every record (what the engine pays per append, hashing only).
+
+Usage: python bench/verify_speed.py [--ops N] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from toolloop_cli import operations
+from toolloop_cli.audit.chain import walk
+from toolloop_cli.audit.hashing import GENESIS, seal
+from toolloop_cli.audit.verify import verify
+from toolloop_cli.store import open_store
+from toolloop_cli.verification import read_rows, verify_store
+
+ROOT = Path(__file__).resolve().parent.parent
+REGISTRY = ROOT / "registries" / "refunds.yaml"
+TRANSCRIPT = ROOT / "transcripts" / "refund-openai.yaml"
+TASK = "Order ord_1001 arrived damaged. Look it up, refund it in full, and tell me what you did."
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.moment = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        self.moment += timedelta(milliseconds=1)
+        return self.moment
+
+
+def build(path: Path, count: int) -> None:
+    store = open_store(path)
+    clock = Clock()
+    options = operations.RunOptions(task=TASK, registry=REGISTRY, transcript=TRANSCRIPT)
+    for _ in range(count):
+        op_id = operations.start(store, options, clock=clock).operation.operation_id
+        (apr,) = store.pending_approvals()
+        operations.approve(store, apr.approval_id, "ops-lead", clock=clock)
+        operations.resume(store, op_id, clock=clock)
+    store.close()
+
+
+def best(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, default=25)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "store.db"
+        started = time.perf_counter()
+        build(path, args.ops)
+        built = time.perf_counter() - started
+        store = open_store(path)
+        rows = read_rows(store)
+        records = len(rows.audit_log)
+        data = [r["record"].encode("utf-8") for r in rows.audit_log]
+        size = sum(len(d) for d in data)
+        assert verify_store(store).ok
+        parsed = [json.loads(r["record"]) for r in rows.audit_log]
+        cases: list[tuple[str, Callable[[], object]]] = [
+            ("verify_store (toolloop verify)", lambda: verify_store(store)),
+            ("audit.verify, rows in memory", lambda: verify(rows)),
+            ("chain walk only", lambda: walk(rows.audit_log)),
+            ("hashlib.sha256 over the records", lambda: [hashlib.sha256(d).digest() for d in data]),
+            (
+                "seal (append-side hashing)",
+                lambda: [seal(r["seq"], GENESIS, r["kind"], r["row"]) for r in parsed],
+            ),
+        ]
+        print(f"store: {args.ops} operations, {records} audit records, {size / 1e6:.2f} MB")
+        print(f"built in {built:.1f} s ({built / args.ops * 1000:.0f} ms per operation)")
+        print(f"{'what':34} {'seconds':>9} {'records/s':>12} {'µs/record':>10}")
+        for name, fn in cases:
+            seconds = best(fn, args.repeat)
+            rate = records / seconds
+            print(f"{name:34} {seconds:9.4f} {rate:12,.0f} {1e6 / rate:10.1f}")
+        store.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""A store's signature: what the store says, without what differs between two equal runs.
+
+Two runs of one scenario differ only in random ids (operation, approval, and the keys made
+from them), wall-clock durations and the hashes over those. The signature dumps the
+business tables in row order, names each id by its first appearance, zeroes durations and
+leaves out those hashes (``verify`` checks them), the audit chain (hashes over the rest)
+and leases (operational). A crashed store is legal when its signature is one an
+uninterrupted run committed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolloop_cli.store.repo import Store
+
+TABLES = ("operations", "turns", "calls", "approvals", "transitions", "conversation", "blobs")
+SKIP_COLUMNS = {"calls": {"result_sha256", "call_binding_sha256"}}
+_IDS = re.compile(r"\b(op|apr|idk)_[0-9a-f]{16,}\b")
+_DURATION = re.compile(r'("duration_ms": ?)[0-9.eE+-]+')
+
+
+def dump(path: Path) -> str:
+    """The normalised text of the store's business tables."""
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+        parts = []
+        for table in TABLES:
+            cur = conn.execute(f"SELECT * FROM {table} ORDER BY rowid")
+            names = [d[0] for d in cur.description]
+            keep = [i for i, n in enumerate(names) if n not in SKIP_COLUMNS.get(table, ())]
+            rows = [[_plain(row[i]) for i in keep] for row in cur]
+            parts.append(json.dumps([table, [names[i] for i in keep], rows], sort_keys=True))
+    text = "\n".join(parts)
+    seen: dict[str, str] = {}
+
+    def name(match: re.Match[str]) -> str:
+        return seen.setdefault(match.group(0), f"{match.group(1)}_#{len(seen)}")
+
+    return _IDS.sub(name, text)
+
+
+def signature(path: Path) -> str:
+    """sha256 of ``dump(path)``."""
+    return hashlib.sha256(dump(path).encode()).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        return _DURATION.sub(r"\g<1>0", value)
+    return value
+
+
+@contextmanager
+def recording_commits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Collect the signature of the store after every commit made in this process."""
+    seen: list[str] = []
+    original = Store.transaction
+
+    @contextmanager
+    def transaction(self: Store) -> Iterator[None]:
+        with original(self):
+            yield
+        seen.append(signature(self.path))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Store, "transaction", transaction)
+        yield seen

@@ -24,7 +24,7 @@ typecheck: install
 	$(BIN)/mypy toolloop_cli
 
 unit: install
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
 
 test: lint typecheck unit
 

@@ -52,13 +52,18 @@ def cassette(path: Path, turns: int) -> None:
     path.write_text(yaml.safe_dump({"version": 1, "interactions": interactions}))
 
 
-def toolloop(store: Path, *args: str, failpoint: str | None = None) -> subprocess.CompletedProcess[str]:
+def toolloop(
+    store: Path, *args: str, failpoint: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "TOOLLOOP_FAILPOINT"}
     if failpoint:
         env["TOOLLOOP_FAILPOINT"] = failpoint
     return subprocess.run(
         [sys.executable, "-m", "toolloop_cli", *args, "--store", str(store), "--json"],
-        env=env, capture_output=True, text=True, timeout=60,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -69,18 +74,33 @@ def test_twenty_kills_never_exceed_the_budgets(tmp_path: Path) -> None:
     store = tmp_path / "store.db"
     points = ["before_model_request", "after_intent_commit", "after_effect_before_result_commit"]
     first = toolloop(
-        store, "run", "echo a lot", "--registry", str(GUARDS), "--transcript", str(recording),
-        "--max-turns", "12", "--max-tool-calls", "9",
+        store,
+        "run",
+        "echo a lot",
+        "--registry",
+        str(GUARDS),
+        "--transcript",
+        str(recording),
+        "--max-turns",
+        "12",
+        "--max-tool-calls",
+        "9",
         failpoint=f"{rng.choice(points)}:{rng.randint(1, 2)}",
     )
     assert first.returncode == -signal.SIGKILL, first.stderr
-    op_id = json.loads(subprocess.run(
-        [sys.executable, "-m", "toolloop_cli", "runs", "--json", "--store", str(store)],
-        capture_output=True, text=True, check=True,
-    ).stdout)["operations"][0]["operation_id"]
+    op_id = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "toolloop_cli", "runs", "--json", "--store", str(store)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )["operations"][0]["operation_id"]
     kills = 1
     while kills < 20:
-        result = toolloop(store, "resume", op_id, failpoint=f"{rng.choice(points)}:{rng.randint(1, 2)}")
+        result = toolloop(
+            store, "resume", op_id, failpoint=f"{rng.choice(points)}:{rng.randint(1, 2)}"
+        )
         if result.returncode != -signal.SIGKILL:
             break
         kills += 1

@@ -30,7 +30,9 @@ def test_max_turns(store: Store, limit: int, state: str) -> None:
         assert "budget max_turns: limit 4" in str(result.operation.reason)
 
 
-@pytest.mark.parametrize(("limit", "state", "runs"), [(3, "COMPLETED", 3), (2, "BUDGET_EXHAUSTED", 2)])
+@pytest.mark.parametrize(
+    ("limit", "state", "runs"), [(3, "COMPLETED", 3), (2, "BUDGET_EXHAUSTED", 2)]
+)
 def test_max_tool_calls(store: Store, limit: int, state: str, runs: int) -> None:
     result, transport = run_script(store, echo_turns(3), max_tool_calls=limit)
     assert result.target.value == state
@@ -41,8 +43,12 @@ def test_max_tool_calls(store: Store, limit: int, state: str, runs: int) -> None
 
 
 def test_max_calls_per_tool(store: Store) -> None:
-    answers = [turn(call("echo", {"n": 1})), turn(call("async_echo", {"n": 1})),
-               turn(call("echo", {"n": 2})), final()]
+    answers = [
+        turn(call("echo", {"n": 1})),
+        turn(call("async_echo", {"n": 1})),
+        turn(call("echo", {"n": 2})),
+        final(),
+    ]
     result, _ = run_script(store, answers, max_calls_per_tool={"echo": 1})
     assert result.target.value == "BUDGET_EXHAUSTED"
     assert "max_calls_per_tool.echo: limit 1" in str(result.operation.reason)
@@ -71,9 +77,10 @@ def test_token_budgets(store: Store, guard: str, limit: int, state: str) -> None
 
 
 def test_cost_budget_uses_the_price_table(store: Store, tmp_path: Path) -> None:
+    from scripted import GUARDS
+
     from toolloop_cli import operations
     from toolloop_cli.adapters.scripted import ScriptedTransport
-    from scripted import GUARDS
 
     prices = tmp_path / "prices.yaml"
     prices.write_text("models:\n  scripted-model: {input_per_mtok: 1000000, output_per_mtok: 0}\n")
@@ -81,8 +88,12 @@ def test_cost_budget_uses_the_price_table(store: Store, tmp_path: Path) -> None:
     answers = [turn(call("echo", {"n": i}), usage=usage) for i in range(3)] + [final(usage=usage)]
     transport = ScriptedTransport(answers)
     options = operations.RunOptions(
-        task="t", registry=GUARDS, provider="scripted", model="scripted-model",
-        guard_overrides={"max_cost_usd": 2.0}, prices=prices,
+        task="t",
+        registry=GUARDS,
+        provider="scripted",
+        model="scripted-model",
+        guard_overrides={"max_cost_usd": 2.0},
+        prices=prices,
     )
     result = operations.start(store, options, transport=transport)
     assert result.target.value == "BUDGET_EXHAUSTED"

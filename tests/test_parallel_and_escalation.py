@@ -20,8 +20,11 @@ def store(store_path: Path) -> Store:
 
 
 def test_results_come_back_in_call_order_whatever_finished_first(store: Store) -> None:
-    slow_first = turn(call("slow", {"ms": 200, "n": 1}), call("slow", {"ms": 10, "n": 2}),
-                      call("slow", {"ms": 100, "n": 3}))
+    slow_first = turn(
+        call("slow", {"ms": 200, "n": 1}),
+        call("slow", {"ms": 10, "n": 2}),
+        call("slow", {"ms": 100, "n": 3}),
+    )
     result, transport = run_script(store, [slow_first, final()], max_parallel=3)
     assert result.target.value == "COMPLETED"
     finished = [e["call_id"] for e in handler_log(store)]
@@ -48,8 +51,10 @@ def test_async_handlers_run(store: Store) -> None:
 
 
 def test_a_failing_call_does_not_cancel_its_siblings(store: Store) -> None:
-    answers = [turn(call("slow", {"ms": 50, "n": 1}), call("slow", {"ms": 99999}),
-                    call("echo", {"n": 3})), final()]
+    answers = [
+        turn(call("slow", {"ms": 50, "n": 1}), call("slow", {"ms": 99999}), call("echo", {"n": 3})),
+        final(),
+    ]
     result, _ = run_script(store, answers, max_parallel=3)
     assert result.target.value == "COMPLETED"
     states = [c.state.value for c in store.calls(result.operation.operation_id)]
@@ -77,7 +82,9 @@ def test_force_continue_is_an_audited_operator_decision(store: Store) -> None:
         store, op_id, force_continue=True, decided_by="ops-lead", transport=transport
     )
     assert done.target.value == "COMPLETED"
-    forced = [t for t in store.transitions(op_id) if "forced continue by ops-lead" in (t["reason"] or "")]
+    forced = [
+        t for t in store.transitions(op_id) if "forced continue by ops-lead" in (t["reason"] or "")
+    ]
     assert forced and forced[0]["source"] == "ESCALATED"
     sent = transport.requests[0].body["input"]
     (tool_result,) = [i for i in sent if i.get("role") == "tool"]

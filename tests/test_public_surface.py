@@ -18,6 +18,7 @@ PACKAGE = Path(toolloop_cli.__file__).parent
 
 def test_all_is_sorted_and_every_name_resolves() -> None:
     assert toolloop_cli.__all__ == sorted(toolloop_cli.__all__)
+    assert set(toolloop_cli.__all__) == set(toolloop_cli._HOME)
     for name in toolloop_cli.__all__:
         assert getattr(toolloop_cli, name) is not None, name
 
@@ -67,13 +68,28 @@ def _imports(path: Path) -> set[str]:
 #: package -> prefixes it must never import (design.md §10: imports point inward)
 FORBIDDEN = {
     "engine": (
-        "typer", "rich", "sqlite3", "sqlite_utils", "httpx", "toolloop_cli.cli",
-        "toolloop_cli.store", "toolloop_cli.adapters", "toolloop_cli.tools",
-        "toolloop_cli.transcripts", "toolloop_cli.wiring", "toolloop_cli.operations",
+        "typer",
+        "rich",
+        "sqlite3",
+        "sqlite_utils",
+        "httpx",
+        "toolloop_cli.cli",
+        "toolloop_cli.store",
+        "toolloop_cli.adapters",
+        "toolloop_cli.tools",
+        "toolloop_cli.transcripts",
+        "toolloop_cli.wiring",
+        "toolloop_cli.operations",
     ),
     "adapters": (
-        "typer", "rich", "sqlite_utils", "toolloop_cli.store", "toolloop_cli.tools",
-        "toolloop_cli.transcripts", "toolloop_cli.cli", "toolloop_cli.wiring",
+        "typer",
+        "rich",
+        "sqlite_utils",
+        "toolloop_cli.store",
+        "toolloop_cli.tools",
+        "toolloop_cli.transcripts",
+        "toolloop_cli.cli",
+        "toolloop_cli.wiring",
     ),
     "tools": ("typer", "rich", "toolloop_cli.adapters", "toolloop_cli.store", "toolloop_cli.cli"),
     "store": ("typer", "rich", "httpx", "toolloop_cli.adapters", "toolloop_cli.cli"),

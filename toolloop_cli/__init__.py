@@ -80,7 +80,38 @@ _HOME: dict[str, str] = {
     "step": "toolloop_cli.operations",
 }
 
-__all__ = sorted(_HOME)
+__all__ = [
+    "AdapterError",
+    "AlreadyDecided",
+    "ApprovalError",
+    "CallState",
+    "Escalate",
+    "Guards",
+    "IllegalTransition",
+    "MalformedProviderPayload",
+    "OpState",
+    "OperationNotFound",
+    "OperationTerminal",
+    "Registry",
+    "RegistryError",
+    "RunOptions",
+    "StepResult",
+    "Store",
+    "StoreError",
+    "TamperedStore",
+    "ToolContext",
+    "ToolError",
+    "ToolloopError",
+    "TranscriptError",
+    "UsageError",
+    "approve",
+    "load_registry",
+    "open_store",
+    "operation_view",
+    "resume",
+    "start",
+    "step",
+]
 
 
 def __getattr__(name: str) -> Any:

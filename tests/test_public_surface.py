@@ -93,7 +93,21 @@ FORBIDDEN = {
     ),
     "tools": ("typer", "rich", "toolloop_cli.adapters", "toolloop_cli.store", "toolloop_cli.cli"),
     "store": ("typer", "rich", "httpx", "toolloop_cli.adapters", "toolloop_cli.cli"),
-    "audit": ("typer", "rich", "toolloop_cli.store", "toolloop_cli.adapters", "toolloop_cli.cli"),
+    # audit is a pure leaf (canonical JSON, hashes, chain checks) that engine, store and
+    # adapters use: it must import none of them
+    "audit": (
+        "typer",
+        "rich",
+        "sqlite3",
+        "sqlite_utils",
+        "toolloop_cli.engine",
+        "toolloop_cli.store",
+        "toolloop_cli.adapters",
+        "toolloop_cli.tools",
+        "toolloop_cli.transcripts",
+        "toolloop_cli.cli",
+        "toolloop_cli.wiring",
+    ),
     "transcripts": ("typer", "rich", "toolloop_cli.store", "toolloop_cli.cli"),
 }
 

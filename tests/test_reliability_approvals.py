@@ -13,7 +13,9 @@ import multiprocessing
 import os
 import secrets
 import shutil
+import tempfile
 import traceback
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from typing import Any
 import pytest
 from conftest import FakeClock
 from harness.ops import audit_records, many_waiting_refunds, refused_records, waiting_refund
-from harness.scenario import MOMENT
+from harness.scenario import MOMENT, FixedClock
 from hypothesis import HealthCheck, given, settings, strategies as st
 from typer.testing import CliRunner
 
@@ -38,6 +40,15 @@ TTL = timedelta(seconds=3600)
 MS = timedelta(milliseconds=1)
 
 pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def scratch() -> Iterator[Path]:
+    """tmpfs when there is one: each example copies a store and commits a few times."""
+    shm = Path("/dev/shm")
+    folder = Path(tempfile.mkdtemp(prefix="toolloop-expiry-", dir=shm if shm.is_dir() else None))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 # -- 2. concurrent decisions --------------------------------------------------------------------
@@ -76,7 +87,8 @@ def _decide(
         raise
 
 
-def test_concurrent_decisions_on_one_approval_write_exactly_one(tmp_path: Path) -> None:
+def test_concurrent_decisions_on_one_approval_write_exactly_one(scratch: Path) -> None:
+    tmp_path = Path(tempfile.mkdtemp(dir=scratch))
     store_path = tmp_path / "store.db"
     store = open_store(store_path)
     op_id, approvals = many_waiting_refunds(store, TRIALS)
@@ -102,7 +114,7 @@ def test_concurrent_decisions_on_one_approval_write_exactly_one(tmp_path: Path) 
     for trial, outcomes in by_trial.items():
         kinds = sorted(o for o, _ in outcomes)
         if trial % 10 == 0:
-            assert kinds == ["exit 0"] + ["exit 2"] * (WORKERS - 1), trial
+            assert kinds == ["exit 0"] + ["exit 2"] * (WORKERS - 1), outcomes
             losers = [lines for o, lines in outcomes if o == "exit 2"]
             assert all(len(lines) == 1 and "already" in lines[0] for lines in losers)
         else:
@@ -152,9 +164,9 @@ def test_control_a_decision_without_the_pending_check_is_written_twice(
 
 
 @pytest.fixture(scope="module")
-def waiting_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def waiting_template(scratch: Path) -> Path:
     """A store (and ledger) whose refund waits for approval, requested at MOMENT."""
-    folder = tmp_path_factory.mktemp("expiry-template")
+    folder = scratch / "template"
     store = open_store(folder / "store.db")
     waiting_refund(store, clock=FakeClock(MOMENT))
     store.close()
@@ -199,7 +211,9 @@ def _decide_then_resume(
         (TTL, TTL, False, "EXPIRED", 0),  # at ttl the window is closed: now < expires_at
         (TTL + MS, TTL + MS, False, "EXPIRED", 0),
         (TTL - MS, TTL, True, "EXPIRED", 0),  # approved in time, resumed too late: re-checked
-        (timedelta(0), TTL + timedelta(days=1), True, "EXPIRED", 0),
+        (timedelta(0), TTL + timedelta(minutes=1), True, "EXPIRED", 0),
+        # past the operation's deadline (1 day) as well: stopped, the decision kept
+        (timedelta(0), timedelta(days=2), True, "NOT_EXECUTED", 0),
         (-timedelta(hours=1), -timedelta(hours=1), True, "SUCCEEDED", 1),  # clock stepped back
     ],
 )
@@ -240,10 +254,10 @@ _OFFSET = st.integers(min_value=-5_000, max_value=5_000).map(lambda ms: TTL + ms
 )
 @given(decide_at=_OFFSET, resume_delay_ms=st.integers(min_value=0, max_value=10_000))
 def test_a_refund_runs_iff_decided_and_resumed_before_expiry(
-    waiting_template: Path, tmp_path: Path, decide_at: timedelta, resume_delay_ms: int
+    waiting_template: Path, scratch: Path, decide_at: timedelta, resume_delay_ms: int
 ) -> None:
     resume_at = decide_at + resume_delay_ms * MS
-    into = tmp_path / secrets.token_hex(4)
+    into = scratch / secrets.token_hex(4)
     accepted, state, refunds = _decide_then_resume(waiting_template, into, decide_at, resume_at)
     shutil.rmtree(into)
     assert accepted == (decide_at < TTL)
@@ -271,7 +285,7 @@ def _matrix(store_path: Path, repeat: int) -> list[str]:
                 allowed = (caller, subject) == (owner, "ops-lead")
                 before = len(refused_records(store, op_id))
                 try:
-                    operations.approve(store, apr, subject, tenant=caller)
+                    operations.approve(store, apr, subject, tenant=caller, clock=FixedClock())
                     outcome = "decided"
                 except (ApprovalError, OperationNotFound) as exc:
                     outcome = type(exc).__name__

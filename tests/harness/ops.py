@@ -50,7 +50,7 @@ def many_waiting_refunds(store: Store, count: int) -> tuple[str, list[str]]:
         guard_overrides={"max_tool_calls": count},
     )
     transport = ScriptedTransport([{"calls": calls}])
-    result = operations.start(store, options, transport=transport, clock=FixedClock())
+    result = operations.start(store, options, transport=transport)
     assert result.target is OpState.WAITING_APPROVAL, result.operation.reason
     op_id = result.operation.operation_id
     return op_id, [a.approval_id for a in store.approvals(op_id)]

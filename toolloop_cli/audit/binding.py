@@ -18,11 +18,29 @@ back as given: ``check_result_set`` does so before results are sent to a model, 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from toolloop_cli.engine.types import ResultForModel
+from typing import Any, Protocol
 
 from .canonical import fast_sha256_of, sha256_hex
+
+
+class ResultForModel(Protocol):
+    """One result about to go back to a model (the engine's ``ResultForModel`` fits)."""
+
+    @property
+    def response_id(self) -> str: ...
+
+    @property
+    def call_id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def is_error(self) -> bool: ...
+
+    @property
+    def content(self) -> dict[str, Any]: ...
+
 
 __all__ = [
     "CALL_FIELDS",

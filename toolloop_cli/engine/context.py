@@ -99,7 +99,12 @@ def stop(deps: Deps, op: OperationRecord, target: OpState, reason: str) -> Opera
     if op.current_turn is not None:
         for call in deps.store.calls(op.operation_id, op.current_turn):
             if call.state in _OPEN:
-                if call.approval_id and call.state is CallState.WAITING_APPROVAL:
+                # an approval decided but not yet collected keeps its decision (first stands)
+                if (
+                    call.approval_id
+                    and call.state is CallState.WAITING_APPROVAL
+                    and deps.store.get_approval(call.approval_id).status == "PENDING"
+                ):
                     deps.store.decide_approval(
                         call.approval_id, "CANCELLED", None, deps.now_iso(), reason
                     )

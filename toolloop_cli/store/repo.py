@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -75,10 +76,7 @@ class Store:
         """``BEGIN IMMEDIATE`` … ``COMMIT``: all of a state change, or none of it."""
         if self.conn.in_transaction:
             raise StoreError("nested store transaction")
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot write to store {self.path}: {exc}") from exc
+        self._begin_immediate()
         self._audit_head = None
         cached = {k: len(v) for k, v in self._conversations.items()}
         try:
@@ -94,6 +92,27 @@ class Store:
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"store write failed ({self.path}): {exc}") from exc
             raise
+
+    #: how long a writer keeps asking for the write lock before giving up (seconds)
+    LOCK_WAIT_S = 60.0
+
+    def _begin_immediate(self) -> None:
+        """``BEGIN IMMEDIATE``, asked again while another writer holds the lock.
+
+        SQLite's busy handler polls ever more slowly (up to every 100 ms), so among many
+        writers one can lose every race for longer than ``busy_timeout``; one such wait is
+        not a failure, so the request is repeated until ``LOCK_WAIT_S`` have passed.
+        """
+        deadline = time.monotonic() + self.LOCK_WAIT_S
+        while True:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise StoreError(f"cannot write to store {self.path}: {exc}") from exc
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot write to store {self.path}: {exc}") from exc
 
     # -- operations -------------------------------------------------------------------------
 

@@ -35,7 +35,8 @@ demo: install
 	rm -rf $(dir $(DEMO_STORE))
 	$(BIN)/toolloop run "Order ord_1001 arrived damaged. Look it up, refund it in full, and tell me what you did." \
 		--registry registries/refunds.yaml --transcript transcripts/refund-openai.yaml \
-		--store $(DEMO_STORE); code=$$?; test $$code -eq 10 || exit $$code
+		--store $(DEMO_STORE); code=$$?; test $$code -eq 10 || exit $$code; \
+	echo "toolloop exited 10 (WAITING_APPROVAL): run the commands above after . .venv/bin/activate"
 
 # Figures, never assertions: loop overhead against a hand-written floor, scaling, store size,
 # cold start, verify throughput and parallel speedup, in one table (bench/run.py).

@@ -537,7 +537,7 @@ def test_stream_error_event_is_a_failure() -> None:
 
 
 def test_stream_over_the_byte_cap_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("toolloop_cli.adapters.openai_responses.MAX_BODY_BYTES", 64)
+    monkeypatch.setattr("toolloop_cli.adapters._answer.MAX_BODY_BYTES", 64)
     with pytest.raises(MalformedProviderPayload, match="larger than 64 bytes"):
         ADAPTER.parse_response(streamed(sse(*STREAM_START)))
 

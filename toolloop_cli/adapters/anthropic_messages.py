@@ -45,17 +45,17 @@ from toolloop_cli.engine.types import (
 )
 from toolloop_cli.errors import AdapterError, MalformedProviderPayload
 
+from ._answer import parse_answer
 from ._anthropic_stream import AnthropicStream
-from ._errors import ANTHROPIC, classify_http_error, http_detail
-from ._json import load_json_body, parse_arguments
-from ._stream import EventSink, dumps_arguments, is_event_stream, no_events, read_capped, run_stream
+from ._errors import ANTHROPIC
+from ._json import parse_arguments
+from ._stream import EventSink, dumps_arguments, no_events
 
 __all__ = ["API_VERSION", "DEFAULT_BASE_URL", "DEFAULT_MAX_TOKENS", "AnthropicMessagesAdapter"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
-MAX_BODY_BYTES = 16 * 1024 * 1024
 
 _PROVIDER = "anthropic"
 _TRUNCATING = {
@@ -127,19 +127,15 @@ class AnthropicMessagesAdapter:
     def parse_response(
         self, response: HttpResponse, on_event: EventSink | None = None
     ) -> ModelTurn:
-        if 200 <= response.status < 300 and is_event_stream(response):
-            stream = AnthropicStream(parse_message, on_event or no_events)
-            return run_stream(response, stream, _PROVIDER, MAX_BODY_BYTES)
-        body = read_capped(response, _PROVIDER, MAX_BODY_BYTES)
-        if not 200 <= response.status < 300:
-            error = classify_http_error(ANTHROPIC, response.status, response.headers, body)
-            return ModelTurn(
-                outcome=TurnOutcome.API_FAILURE,
-                finish_reason=f"http_{response.status}",
-                error=error,
-                detail=http_detail(error, response.headers.get("request-id")),
-            )
-        return parse_message(load_json_body(body, _PROVIDER))
+        """Classify one answer into a ``ModelTurn``; see the module docstring for the rules."""
+        return parse_answer(
+            response,
+            provider=_PROVIDER,
+            table=ANTHROPIC,
+            stream=lambda: AnthropicStream(parse_message, on_event or no_events),
+            parse=parse_message,
+            request_id_header="request-id",
+        )
 
 
 def _check_pairing(messages: Sequence[JSONObject]) -> None:

@@ -39,15 +39,15 @@ from toolloop_cli.engine.types import (
 )
 from toolloop_cli.errors import MalformedProviderPayload
 
-from ._errors import GEMINI, classify_http_error, http_detail
+from ._answer import parse_answer
+from ._errors import GEMINI
 from ._gemini_stream import SYNTHETIC_PREFIX, GenerateStream, synthetic_call_id
-from ._json import load_json_body, parse_arguments
-from ._stream import EventSink, dumps_arguments, is_event_stream, no_events, read_capped, run_stream
+from ._json import parse_arguments
+from ._stream import EventSink, dumps_arguments, no_events
 
 __all__ = ["DEFAULT_BASE_URL", "SYNTHETIC_PREFIX", "GeminiGenerateAdapter", "synthetic_call_id"]
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
-MAX_BODY_BYTES = 16 * 1024 * 1024
 
 _PROVIDER = "gemini"
 _REFUSALS = frozenset(
@@ -125,19 +125,15 @@ class GeminiGenerateAdapter:
     def parse_response(
         self, response: HttpResponse, on_event: EventSink | None = None
     ) -> ModelTurn:
-        if 200 <= response.status < 300 and is_event_stream(response):
-            stream = GenerateStream(parse_generate, on_event or no_events)
-            return run_stream(response, stream, _PROVIDER, MAX_BODY_BYTES)
-        body = read_capped(response, _PROVIDER, MAX_BODY_BYTES)
-        if not 200 <= response.status < 300:
-            error = classify_http_error(GEMINI, response.status, response.headers, body)
-            return ModelTurn(
-                outcome=TurnOutcome.API_FAILURE,
-                finish_reason=f"http_{response.status}",
-                error=error,
-                detail=http_detail(error, None),
-            )
-        return parse_generate(load_json_body(body, _PROVIDER))
+        """Classify one answer into a ``ModelTurn``; see the module docstring for the rules."""
+        return parse_answer(
+            response,
+            provider=_PROVIDER,
+            table=GEMINI,
+            stream=lambda: GenerateStream(parse_generate, on_event or no_events),
+            parse=parse_generate,
+            request_id_header=None,
+        )
 
 
 def parse_generate(data: Any) -> ModelTurn:

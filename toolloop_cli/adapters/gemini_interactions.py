@@ -46,16 +46,16 @@ from toolloop_cli.engine.types import (
 )
 from toolloop_cli.errors import MalformedProviderPayload
 
-from ._errors import GEMINI, classify_http_error, classify_stream_error, http_detail
+from ._answer import parse_answer
+from ._errors import GEMINI, classify_stream_error
 from ._gemini_stream import InteractionsStream
-from ._json import load_json_body, parse_arguments
-from ._stream import EventSink, dumps_arguments, is_event_stream, no_events, read_capped, run_stream
+from ._json import parse_arguments
+from ._stream import EventSink, dumps_arguments, no_events
 
 __all__ = ["API_REVISION", "DEFAULT_BASE_URL", "MARKER", "GeminiInteractionsAdapter"]
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 API_REVISION = "2026-05-20"
-MAX_BODY_BYTES = 16 * 1024 * 1024
 #: ``type`` of the local conversation item that stands for one answered interaction.
 MARKER = "interaction"
 
@@ -131,19 +131,15 @@ class GeminiInteractionsAdapter:
     def parse_response(
         self, response: HttpResponse, on_event: EventSink | None = None
     ) -> ModelTurn:
-        if 200 <= response.status < 300 and is_event_stream(response):
-            stream = InteractionsStream(parse_interaction, on_event or no_events)
-            return run_stream(response, stream, _PROVIDER, MAX_BODY_BYTES)
-        body = read_capped(response, _PROVIDER, MAX_BODY_BYTES)
-        if not 200 <= response.status < 300:
-            error = classify_http_error(GEMINI, response.status, response.headers, body)
-            return ModelTurn(
-                outcome=TurnOutcome.API_FAILURE,
-                finish_reason=f"http_{response.status}",
-                error=error,
-                detail=http_detail(error, None),
-            )
-        return parse_interaction(load_json_body(body, _PROVIDER))
+        """Classify one answer into a ``ModelTurn``; see the module docstring for the rules."""
+        return parse_answer(
+            response,
+            provider=_PROVIDER,
+            table=GEMINI,
+            stream=lambda: InteractionsStream(parse_interaction, on_event or no_events),
+            parse=parse_interaction,
+            request_id_header=None,
+        )
 
 
 def parse_interaction(data: Any, raw_arguments: Mapping[str, str] | None = None) -> ModelTurn:

@@ -42,16 +42,16 @@ from toolloop_cli.engine.types import (
 )
 from toolloop_cli.errors import MalformedProviderPayload
 
-from ._errors import OPENAI, classify_body_failure, classify_http_error, http_detail
-from ._json import load_json_body, parse_arguments
+from ._answer import MAX_BODY_BYTES, parse_answer
+from ._errors import OPENAI, classify_body_failure
+from ._json import parse_arguments
 from ._openai_stream import OpenAIStream
-from ._stream import EventSink, is_event_stream, no_events, read_capped, run_stream
+from ._stream import EventSink, no_events
 
 __all__ = ["DEFAULT_BASE_URL", "MAX_BODY_BYTES", "OpenAIResponsesAdapter"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Largest answer (JSON or event stream) read from the provider.
-MAX_BODY_BYTES = 16 * 1024 * 1024
 
 _PROVIDER = "openai"
 
@@ -146,19 +146,14 @@ class OpenAIResponsesAdapter:
         self, response: HttpResponse, on_event: EventSink | None = None
     ) -> ModelTurn:
         """Classify one answer into a ``ModelTurn``; see the module docstring for the rules."""
-        if 200 <= response.status < 300 and is_event_stream(response):
-            stream = OpenAIStream(_parse_body, on_event or no_events)
-            return run_stream(response, stream, _PROVIDER, MAX_BODY_BYTES)
-        body = read_capped(response, _PROVIDER, MAX_BODY_BYTES)
-        if not 200 <= response.status < 300:
-            error = classify_http_error(OPENAI, response.status, response.headers, body)
-            return ModelTurn(
-                outcome=TurnOutcome.API_FAILURE,
-                finish_reason=f"http_{response.status}",
-                error=error,
-                detail=http_detail(error, response.headers.get("x-request-id")),
-            )
-        return _parse_body(load_json_body(body, _PROVIDER))
+        return parse_answer(
+            response,
+            provider=_PROVIDER,
+            table=OPENAI,
+            stream=lambda: OpenAIStream(_parse_body, on_event or no_events),
+            parse=_parse_body,
+            request_id_header="x-request-id",
+        )
 
 
 def _parse_body(data: Any) -> ModelTurn:

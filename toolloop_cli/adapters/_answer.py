@@ -1,0 +1,46 @@
+"""The one path every adapter takes from an HTTP answer to a ``ModelTurn``.
+
+A streamed 2xx answer goes through the provider's stream handler; any other answer is read
+under the body cap; a non-2xx status is an API_FAILURE classified by the provider's error
+table (never raised); a 2xx body is handed to the provider's parser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from toolloop_cli.engine.types import HttpResponse, ModelTurn, TurnOutcome
+
+from ._errors import ErrorTable, classify_http_error, http_detail
+from ._json import load_json_body
+from ._stream import StreamHandler, is_event_stream, read_capped, run_stream
+
+#: The most bytes one answer may have, streamed or not.
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+def parse_answer(
+    response: HttpResponse,
+    *,
+    provider: str,
+    table: ErrorTable,
+    stream: Callable[[], StreamHandler],
+    parse: Callable[[Any], ModelTurn],
+    request_id_header: str | None = None,
+) -> ModelTurn:
+    """Classify one answer; ``stream`` builds the provider's handler only when it streams."""
+    ok = 200 <= response.status < 300
+    if ok and is_event_stream(response):
+        return run_stream(response, stream(), provider, MAX_BODY_BYTES)
+    body = read_capped(response, provider, MAX_BODY_BYTES)
+    if not ok:
+        error = classify_http_error(table, response.status, response.headers, body)
+        request_id = response.headers.get(request_id_header) if request_id_header else None
+        return ModelTurn(
+            outcome=TurnOutcome.API_FAILURE,
+            finish_reason=f"http_{response.status}",
+            error=error,
+            detail=http_detail(error, request_id),
+        )
+    return parse(load_json_body(body, provider))

@@ -149,3 +149,29 @@ def test_an_unknown_registry_default_names_its_path(store: Store, tmp_path: Path
     with pytest.raises(RegistryError) as caught:
         run_script(store, echo_turns(1), registry=registry)
     assert caught.value.problems[0][0] == "defaults.max_turnz"
+
+
+@pytest.mark.parametrize(("limit", "state"), [(22, "SUCCEEDED"), (21, "FAILED")])
+def test_max_result_bytes_caps_every_result(store: Store, limit: int, state: str) -> None:
+    # {"echo":{"n":12345}} is 20 bytes of canonical JSON; {"echo":{"n":123456}} is 21
+    answers = [turn(call("echo", {"n": 1234567})), final()]  # 22 bytes
+    result, _ = run_script(store, answers, max_result_bytes=limit)
+    assert result.target.value == "COMPLETED"
+    (c,) = store.calls(result.operation.operation_id)
+    assert c.state.value == state
+    if state == "FAILED":
+        assert c.model_result is not None
+        assert c.model_result["error"]["code"] == "result_too_large"
+        assert "over the limit of 21" in c.model_result["error"]["message"]
+
+
+@pytest.mark.parametrize("parallel", [1, 3])
+def test_max_parallel_bounds_concurrency(store: Store, parallel: int) -> None:
+    calls = [call("slow", {"ms": 60, "n": i}) for i in range(6)]
+    result, _ = run_script(store, [turn(*calls), final()], max_parallel=parallel)
+    assert result.target.value == "COMPLETED"
+    spans = [(e["start"], e["done"]) for e in handler_log(store)]
+    most = max(sum(1 for s, d in spans if s <= moment < d) for moment, _ in spans)
+    assert most <= parallel
+    if parallel > 1:
+        assert most > 1  # they did overlap

@@ -32,7 +32,7 @@ from toolloop_cli.cli import app
 from toolloop_cli.engine.states import OpState
 from toolloop_cli.errors import AlreadyDecided, ApprovalError, OperationNotFound
 from toolloop_cli.examples.refunds import ledger_refunds
-from toolloop_cli.store import open_store
+from toolloop_cli.store import Store, open_store
 
 SOAK = os.environ.get("TOOLLOOP_SOAK") == "1"
 WORKERS, TRIALS = (32, 2000) if SOAK else (16, 200)
@@ -340,11 +340,11 @@ def test_another_tenants_ids_are_unknown_to_every_command(tmp_path: Path) -> Non
 def test_control_without_tenant_scoping_the_matrix_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = operations.Store.get_approval
+    real = Store.get_approval
 
     def unscoped(self: Any, approval_id: str, tenant: str | None = None) -> Any:
         return real(self, approval_id, None)
 
-    monkeypatch.setattr(operations.Store, "get_approval", unscoped)
+    monkeypatch.setattr(Store, "get_approval", unscoped)
     problems = _matrix(tmp_path / "store.db", 1)
     assert any("decided" in p for p in problems)

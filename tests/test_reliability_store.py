@@ -143,7 +143,7 @@ def test_a_second_resume_is_told_who_runs_the_operation_and_runs_nothing(
     monkeypatch.setenv("TOOLLOOP_REFUND_DELAY_MS", "800")  # the first resume holds on
     first = threading.Thread(target=lambda: fork_call(lambda: _resume(path, op_id)))
     first.start()
-    time.sleep(0.4)
+    _wait_for_lease(path, op_id)
     second = CliRunner().invoke(app, ["resume", op_id, "--store", str(path)])
     first.join()
     lines = [x for x in second.stderr.splitlines() if x.strip()]
@@ -154,6 +154,17 @@ def test_a_second_resume_is_told_who_runs_the_operation_and_runs_nothing(
     store = open_store(path)
     assert store.get_operation(op_id).state.value == "COMPLETED"
     assert store.conn.execute("SELECT count(*) FROM leases").fetchone() == (0,)
+
+
+def _wait_for_lease(path: Path, op_id: str) -> None:
+    """Until the first runner holds the operation's lease (it is then inside its resume)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with closing(sqlite3.connect(path, timeout=10)) as conn:
+            if conn.execute("SELECT 1 FROM leases WHERE operation_id = ?", (op_id,)).fetchone():
+                return
+        time.sleep(0.005)
+    raise TimeoutError("the first resume never took the lease")
 
 
 def _resume(path: Path, op_id: str) -> None:
@@ -169,7 +180,7 @@ def test_control_without_the_lease_the_second_resume_is_not_told(
     monkeypatch.setenv("TOOLLOOP_REFUND_DELAY_MS", "800")
     first = threading.Thread(target=lambda: fork_call(lambda: _resume(path, op_id)))
     first.start()
-    time.sleep(0.4)
+    _wait_for_lease(path, op_id)
     second = CliRunner().invoke(app, ["resume", op_id, "--store", str(path)])
     first.join()
     assert "being run by another process" not in second.stderr

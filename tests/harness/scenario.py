@@ -78,7 +78,7 @@ def refund50_scenario(folder: Path, **guards: Any) -> Scenario:
 
 def write_refund50_cassette(path: Path) -> None:
     """Seven recorded OpenAI Responses answers proposing the 50 calls, then a final text."""
-    turns: list[list[tuple[str, dict[str, Any]]]] = [[("get_order", {"order_id": "ord_1001"})]]
+    turns: list[list[tuple[str, Any]] | str] = [[("get_order", {"order_id": "ord_1001"})]]
     for amounts in ROUNDS:
         turns.append(
             [("create_refund_draft", {"order_id": "ord_1001", "amount_cents": a}) for a in amounts]
@@ -87,9 +87,20 @@ def write_refund50_cassette(path: Path) -> None:
             [("submit_refund", {"order_id": "ord_1001", "amount_cents": a}) for a in amounts]
         )
     turns.append([("get_order", {"order_id": "ord_1002"})])
-    answers = [_calls_answer(n, calls) for n, calls in enumerate(turns)]
-    answers.append(_text_answer(len(turns), "Refunded ord_1001 in 24 parts."))
+    write_cassette(path, [*turns, "Refunded ord_1001 in 24 parts."])
+
+
+def write_cassette(path: Path, turns: list[list[tuple[str, Any]] | str]) -> Path:
+    """An OpenAI Responses recording: each turn a list of (tool, arguments) or a final text.
+
+    Arguments given as a string are the raw argument text, exactly as the model "sent" it.
+    """
+    answers = [
+        _text_answer(n, t) if isinstance(t, str) else _calls_answer(n, t)
+        for n, t in enumerate(turns)
+    ]
     dump_cassette([_interaction(n, body) for n, body in enumerate(answers)], path)
+    return path
 
 
 def _interaction(n: int, body: dict[str, Any]) -> Interaction:
@@ -116,14 +127,14 @@ def _response(n: int, output: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _calls_answer(n: int, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+def _calls_answer(n: int, calls: list[tuple[str, Any]]) -> dict[str, Any]:
     output = [
         {
             "type": "function_call",
             "id": f"fc_gen{n:02d}_{i:02d}",
             "call_id": f"call_gen{n:02d}_{i:02d}",
             "name": name,
-            "arguments": json.dumps(arguments),
+            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
             "status": "completed",
         }
         for i, (name, arguments) in enumerate(calls)

@@ -174,6 +174,19 @@ def _operation_leases(db: Database) -> None:
     )
 
 
+@migrations(name="call_lookup_order")
+def _call_lookup_order(db: Database) -> None:
+    """Call lookups by intent or key return rows in (turn_idx, seq) order; without those columns
+    in the index SQLite scanned every call of the operation through ``calls_turn`` to avoid a
+    sort, so each lookup cost O(calls so far) and a long run O(calls²) (bench/: T=2,000)."""
+    db.execute("DROP INDEX IF EXISTS calls_intent")
+    db.execute("DROP INDEX IF EXISTS calls_key")
+    db.execute(
+        "CREATE INDEX calls_intent ON calls(operation_id, name, arguments_sha256, turn_idx, seq)"
+    )
+    db.execute("CREATE INDEX calls_key ON calls(operation_id, idempotency_key, turn_idx, seq)")
+
+
 def apply(db: Database) -> None:
     """Bring a store up to the current schema (each step in its own transaction)."""
     migrations.apply(db)

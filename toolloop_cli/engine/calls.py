@@ -55,8 +55,9 @@ def validate(deps: Deps, op: OperationRecord) -> OperationRecord:
         if valid:
             signature = guards.turn_signature([_intent(c) for c, _ in valid])
             recent = guards.remember_turn(op.counters.recent_turns, signature)
-            op = save_counters(
-                deps, op, counters=op.counters.model_copy(update={"recent_turns": recent})
+            # written by the transition that ends this step, in the same transaction
+            op = op.model_copy(
+                update={"counters": op.counters.model_copy(update={"recent_turns": recent})}
             )
         allowed: dict[str, int] = {}
         for call, tool in valid:

@@ -7,7 +7,7 @@ from toolloop_cli.errors import AdapterError, MalformedProviderPayload, Transcri
 
 from . import guards
 from .clock import parse_iso
-from .context import Deps, save_counters, stop, transition
+from .context import Deps, stop, transition
 from .records import CallRecord, OperationRecord, TurnRecord
 from .states import CallState, OpState
 from .types import (
@@ -132,7 +132,8 @@ def _count(deps: Deps, op: OperationRecord, turn: ModelTurn) -> OperationRecord:
             "cost_usd": round(op.counters.cost_usd + deps.cost_of(op.model, turn.usage), 9),
         }
     )
-    return save_counters(deps, op, counters=counters)
+    # written by the transition that always follows, in the same transaction
+    return op.model_copy(update={"counters": counters})
 
 
 def _total(usage: Usage) -> int:

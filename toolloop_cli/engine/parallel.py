@@ -9,6 +9,7 @@ cancels its siblings' committed results; the model still receives them in propos
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
@@ -34,15 +35,34 @@ def batches(items: Sequence[T], sequential: Callable[[T], bool]) -> list[list[T]
     return out
 
 
+#: Worker threads are kept for the life of the process: starting threads per turn costs more
+#: than most handlers. Each handler still runs under its own timeout inside the dispatcher.
+_POOL_SIZE = 64
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _shared_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=_POOL_SIZE, thread_name_prefix="toolloop-call")
+        return _pool
+
+
 def run_all(items: Sequence[T], work: Callable[[T], R], max_parallel: int) -> Iterator[tuple[T, R]]:
     """Yield ``(item, work(item))`` as each finishes, with at most ``max_parallel`` running."""
     if max_parallel <= 1 or len(items) <= 1:
         for item in items:
             yield item, work(item)
         return
-    with ThreadPoolExecutor(max_workers=min(max_parallel, len(items))) as pool:
-        running: dict[Future[R], T] = {pool.submit(work, item): item for item in items}
-        while running:
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                yield running.pop(future), future.result()
+    pool = _shared_pool()
+    waiting = list(reversed(items))
+    running: dict[Future[R], T] = {}
+    while waiting or running:
+        while waiting and len(running) < max_parallel:
+            item = waiting.pop()
+            running[pool.submit(work, item)] = item
+        done, _ = wait(running, return_when=FIRST_COMPLETED)
+        for future in done:
+            yield running.pop(future), future.result()

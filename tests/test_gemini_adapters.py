@@ -236,3 +236,22 @@ def test_a_max_tokens_answer_with_a_call_is_truncated_and_never_proposes_it() ->
     turn = GENERATE.parse_response(answer)
     assert turn.outcome is TurnOutcome.TRUNCATED and turn.calls == ()
     assert "never executed" in (turn.detail or "")
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [{"type": []}],
+        [{"type": "function_result", "call_id": ["x"]}, {"type": "model_output", "content": []}],
+        [{"type": "function_call", "id": [], "name": "get_order", "arguments": {}}],
+    ],
+)
+def test_interactions_steps_of_the_wrong_type_are_malformed_not_a_crash(steps: object) -> None:
+    from toolloop_cli.adapters.gemini_interactions import parse_interaction
+    from toolloop_cli.errors import MalformedProviderPayload
+
+    body = {"id": "v1_x", "status": "requires_action", "steps": steps}
+    try:
+        parse_interaction(body)
+    except MalformedProviderPayload:
+        pass

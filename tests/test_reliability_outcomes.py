@@ -188,3 +188,32 @@ def test_control_without_a_stable_key_a_made_payment_is_reported_failed(
     applied = _rows(tmp_path / "service.db", "SELECT count(*) FROM applied")[0][0]
     state = store.calls(op_id)[0].state.value
     assert applied == 1 and state not in EXPECTED["apply_then_drop"][0]
+
+
+def test_continuing_after_the_tool_was_removed_reports_the_outcome_unknown(
+    tmp_path: Path,
+) -> None:
+    """The once-more reconcile on continue asks only a tool that is still the one allowed."""
+    text = SERVICE.read_text().replace("fake_refund_service:", "harness.fake_refund_service:")
+    registry = tmp_path / "service.yaml"
+    registry.write_text(text)
+    store = open_store(tmp_path / "store.db")
+    (tmp_path / "faults.json").write_text(json.dumps({"1": "in_flight"}))
+    options = operations.RunOptions(
+        task="refund", registry=registry, provider="scripted", model="scripted-model"
+    )
+    refund = call("refund", {"order_id": "o", "amount_cents": 1})
+    result = operations.start(store, options, transport=ScriptedTransport([turn(refund)]))
+    assert result.target is OpState.ESCALATED
+    registry.write_text(text.replace("\n  refund:\n", "\n  refund_v2:\n"))  # refund is gone
+    result = operations.resume(
+        store,
+        result.operation.operation_id,
+        force_continue=True,
+        decided_by="ops-lead",
+        transport=ScriptedTransport([final("done")]),
+    )
+    assert result.target is OpState.COMPLETED
+    (c,) = [c for c in store.calls(result.operation.operation_id) if c.turn_idx == 0]
+    assert c.state.value == "FAILED" and c.model_result is not None
+    assert c.model_result["error"]["code"] == "outcome_unknown"

@@ -168,3 +168,13 @@ def test_tooldef_compiles_its_validator_once_at_construction() -> None:
     validator = tool.validator
     validate_arguments(tool, {"order_id": "ord_1", "amount_cents": 1})
     assert tool.validator is validator
+
+
+def test_pattern_dollar_is_the_end_of_the_string_as_in_ecma_262() -> None:
+    from toolloop_cli.tools.validation import ecma_regex
+
+    assert ecma_regex("^ord_[0-9]+$").search("ord_1")
+    assert not ecma_regex("^ord_[0-9]+$").search("ord_1\n")  # Python's own $ would match
+    assert ecma_regex(r"^a\$b$").search("a$b")  # an escaped $ is a literal
+    assert ecma_regex("^[$]+$").search("$$")  # so is one inside a class
+    assert not ecma_regex(r"^\d+$").search("١٢")  # \d is ASCII digits only

@@ -218,7 +218,14 @@ def _scan(
     steps: list[JSONObject], raw_arguments: Mapping[str, str]
 ) -> tuple[list[ProposedCall], str | None, Any]:
     """Pending calls, the text after the last input step, and any model_output error."""
-    answered = {s.get("call_id") for s in steps if s.get("type") == "function_result"}
+    for index, step in enumerate(steps):
+        if not isinstance(step.get("type"), str):
+            _malformed(f"steps[{index}] has no string 'type'")
+    answered = {
+        s["call_id"]
+        for s in steps
+        if s.get("type") == "function_result" and isinstance(s.get("call_id"), str)
+    }
     last_input = max((i for i, s in enumerate(steps) if s.get("type") in _INPUT_STEPS), default=-1)
     calls: list[ProposedCall] = []
     texts: list[str] = []
@@ -226,7 +233,8 @@ def _scan(
     seen: set[str] = set()
     for index, step in enumerate(steps):
         kind = step.get("type")
-        if kind == "function_call" and step.get("id") not in answered:
+        step_id = step.get("id")
+        if kind == "function_call" and not (isinstance(step_id, str) and step_id in answered):
             call = _function_call(index, step, raw_arguments)
             if call.call_id in seen:
                 _malformed(f"steps[{index}] repeats function_call id {call.call_id!r}")
@@ -245,8 +253,6 @@ def _scan(
             )
             if step.get("error") is not None:
                 output_error = step["error"]
-        elif not isinstance(kind, str):
-            _malformed(f"steps[{index}] has no string 'type'")
     return calls, ("".join(texts) if texts else None), output_error
 
 

@@ -536,6 +536,12 @@ def _record_timeout(
     _settle_unknown(deps, op, call, audit, "side effect timed out", known_finished=False)
 
 
+def _unchanged(deps: Deps, call: CallRecord) -> bool:
+    """The call's tool is still in the registry, as it was when the call was allowed."""
+    tool = deps.toolbox.lookup(call.name)
+    return tool is not None and tool.sha256 == call.tool_sha256
+
+
 def _side_effecting(deps: Deps, call: CallRecord) -> bool:
     tool = deps.toolbox.lookup(call.name)
     return tool is not None and tool.side_effecting
@@ -661,7 +667,7 @@ def force_continue(deps: Deps, op: OperationRecord, decided_by: str) -> Operatio
     answers = {
         call.call_id: deps.toolbox.reconcile(call.name, call.arguments, _context(deps, op, call))
         for call in calls
-        if call.state is C.UNKNOWN_OUTCOME and call.arguments is not None
+        if call.state is C.UNKNOWN_OUTCOME and call.arguments is not None and _unchanged(deps, call)
     }
     with deps.store.transaction():
         calls = _turn_calls(deps, op) if op.current_turn is not None else []

@@ -7,10 +7,13 @@ A violation is reported as ``"<json path>: <message>"``.
 
 from __future__ import annotations
 
+import functools
+import re
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 
 if TYPE_CHECKING:
@@ -35,9 +38,46 @@ def _strict_integer(_checker: object, instance: object) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-#: Draft 2020-12 with one change: "integer" accepts only ints (never 10.0, never true).
+@functools.lru_cache(maxsize=1024)
+def ecma_regex(pattern: str) -> re.Pattern[str]:
+    """``pattern`` with ECMA-262 anchoring, as JSON Schema means it.
+
+    Python's ``$`` also matches before a final newline, so ``^ord_[0-9]+$`` would accept
+    ``"ord_1\\n"``; ECMA-262's ``$`` (no multiline flag) matches only at the end. Every ``$``
+    outside a character class becomes ``\\Z``, and ``\\d``/``\\w`` match ASCII only, as in ECMA.
+    """
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "$":
+            char = r"\Z"
+        out.append(char)
+        i += 1
+    return re.compile("".join(out), re.ASCII)
+
+
+def _ecma_pattern(
+    validator: Validator, pattern: str, instance: object, schema: object
+) -> Iterator[ValidationError]:
+    if isinstance(instance, str) and not ecma_regex(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+#: Draft 2020-12 with two changes: "integer" accepts only ints (never 10.0, never true), and
+#: "pattern" anchors as ECMA-262 does (``$`` is the end of the string, not before a newline).
 StrictValidator: type[Validator] = validators.extend(  # type: ignore[no-untyped-call]
     Draft202012Validator,
+    validators={"pattern": _ecma_pattern},
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
 )
 

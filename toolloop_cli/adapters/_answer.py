@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from toolloop_cli.engine.types import HttpResponse, ModelTurn, TurnOutcome
+from toolloop_cli.engine.types import HttpResponse, ModelTurn, TurnOutcome, Usage
 
 from ._errors import ErrorTable, classify_http_error, http_detail
 from ._json import load_json_body
@@ -44,3 +44,21 @@ def parse_answer(
             detail=http_detail(error, request_id),
         )
     return parse(load_json_body(body, provider))
+
+
+def usage_from(raw: Any, input_key: str, output_key: str, total_key: str | None = None) -> Usage:
+    """Token counts under the provider's key names; a missing or non-integer count is 0.
+
+    Usage never decides an outcome, so a malformed count is not a malformed answer. Without a
+    total key (Anthropic reports none) the total is input + output.
+    """
+    if not isinstance(raw, dict):
+        return Usage()
+
+    def count(key: str) -> int:
+        value = raw.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+    tokens_in, tokens_out = count(input_key), count(output_key)
+    total = count(total_key) if total_key else tokens_in + tokens_out
+    return Usage(input_tokens=tokens_in, output_tokens=tokens_out, total_tokens=total)

@@ -41,11 +41,10 @@ from toolloop_cli.engine.types import (
     ResultForModel,
     ToolSpec,
     TurnOutcome,
-    Usage,
 )
 from toolloop_cli.errors import AdapterError, MalformedProviderPayload
 
-from ._answer import parse_answer
+from ._answer import parse_answer, usage_from
 from ._anthropic_stream import AnthropicStream
 from ._errors import ANTHROPIC
 from ._json import parse_arguments
@@ -185,7 +184,7 @@ def parse_message(data: Any, raw_inputs: Mapping[int, str] | None = None) -> Mod
     common: dict[str, Any] = {
         "response_id": message_id,
         "model": model if isinstance(model, str) else None,
-        "usage": _usage(data.get("usage")),
+        "usage": usage_from(data.get("usage"), "input_tokens", "output_tokens"),
         "output_items": ({"role": "assistant", "content": content},),
         "finish_reason": stop,
     }
@@ -283,17 +282,3 @@ def _refusal_detail(details: Any) -> str:
     if isinstance(explanation, str) and explanation:
         words += f": {explanation[:300]}"
     return words
-
-
-def _usage(raw: Any) -> Usage:
-    if not isinstance(raw, dict):
-        return Usage()
-
-    def count(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-    tokens_in, tokens_out = count("input_tokens"), count("output_tokens")
-    return Usage(
-        input_tokens=tokens_in, output_tokens=tokens_out, total_tokens=tokens_in + tokens_out
-    )

@@ -35,11 +35,10 @@ from toolloop_cli.engine.types import (
     ResultForModel,
     ToolSpec,
     TurnOutcome,
-    Usage,
 )
 from toolloop_cli.errors import MalformedProviderPayload
 
-from ._answer import parse_answer
+from ._answer import parse_answer, usage_from
 from ._errors import GEMINI
 from ._gemini_stream import SYNTHETIC_PREFIX, GenerateStream, synthetic_call_id
 from ._json import parse_arguments
@@ -146,7 +145,9 @@ def parse_generate(data: Any) -> ModelTurn:
     common: dict[str, Any] = {
         "response_id": response_id,
         "model": model if isinstance(model, str) else None,
-        "usage": _usage(data.get("usageMetadata")),
+        "usage": usage_from(
+            data.get("usageMetadata"), "promptTokenCount", "candidatesTokenCount", "totalTokenCount"
+        ),
     }
     candidates = data.get("candidates")
     feedback = data.get("promptFeedback")
@@ -265,19 +266,4 @@ def _function_call(index: int, call: Any, ordinal: int, response_id: str | None)
     arguments, error = parse_arguments(raw)
     return ProposedCall(
         call_id=call_id, name=name, raw_arguments=raw, arguments=arguments, argument_error=error
-    )
-
-
-def _usage(raw: Any) -> Usage:
-    if not isinstance(raw, dict):
-        return Usage()
-
-    def count(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-    return Usage(
-        input_tokens=count("promptTokenCount"),
-        output_tokens=count("candidatesTokenCount"),
-        total_tokens=count("totalTokenCount"),
     )

@@ -42,11 +42,10 @@ from toolloop_cli.engine.types import (
     ResultForModel,
     ToolSpec,
     TurnOutcome,
-    Usage,
 )
 from toolloop_cli.errors import MalformedProviderPayload
 
-from ._answer import parse_answer
+from ._answer import parse_answer, usage_from
 from ._errors import GEMINI, classify_stream_error
 from ._gemini_stream import InteractionsStream
 from ._json import parse_arguments
@@ -164,7 +163,9 @@ def parse_interaction(data: Any, raw_arguments: Mapping[str, str] | None = None)
     common: dict[str, Any] = {
         "response_id": interaction_id,
         "model": model if isinstance(model, str) else None,
-        "usage": _usage(data.get("usage")),
+        "usage": usage_from(
+            data.get("usage"), "total_input_tokens", "total_output_tokens", "total_tokens"
+        ),
         "finish_reason": status,
     }
     marker = {"type": MARKER, "id": interaction_id, "status": status, "steps": steps}
@@ -270,19 +271,4 @@ def _function_call(index: int, step: JSONObject, raw_arguments: Mapping[str, str
     arguments, error = parse_arguments(raw)
     return ProposedCall(
         call_id=call_id, name=name, raw_arguments=raw, arguments=arguments, argument_error=error
-    )
-
-
-def _usage(raw: Any) -> Usage:
-    if not isinstance(raw, dict):
-        return Usage()
-
-    def count(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-    return Usage(
-        input_tokens=count("total_input_tokens"),
-        output_tokens=count("total_output_tokens"),
-        total_tokens=count("total_tokens"),
     )

@@ -38,11 +38,10 @@ from toolloop_cli.engine.types import (
     ResultForModel,
     ToolSpec,
     TurnOutcome,
-    Usage,
 )
 from toolloop_cli.errors import MalformedProviderPayload
 
-from ._answer import MAX_BODY_BYTES, parse_answer
+from ._answer import MAX_BODY_BYTES, parse_answer, usage_from
 from ._errors import OPENAI, classify_body_failure
 from ._json import parse_arguments
 from ._openai_stream import OpenAIStream
@@ -174,7 +173,7 @@ def _parse_body(data: Any) -> ModelTurn:
     common: dict[str, Any] = {
         "response_id": response_id,
         "model": model if isinstance(model, str) else None,
-        "usage": _usage(data.get("usage")),
+        "usage": usage_from(data.get("usage"), "input_tokens", "output_tokens", "total_tokens"),
         "output_items": tuple(output),
     }
     match status:
@@ -313,19 +312,3 @@ def _message(index: int, item: JSONObject, scan: _Scan) -> None:
                 scan.refusals.append(refusal)
             case _:
                 _malformed(f"output[{index}] message part of unsupported type {kind!r}")
-
-
-def _usage(raw: Any) -> Usage:
-    """Token counts; a missing or non-integer count is 0 (usage never decides an outcome)."""
-    if not isinstance(raw, dict):
-        return Usage()
-
-    def count(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-    return Usage(
-        input_tokens=count("input_tokens"),
-        output_tokens=count("output_tokens"),
-        total_tokens=count("total_tokens"),
-    )

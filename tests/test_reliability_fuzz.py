@@ -164,7 +164,9 @@ def test_every_adapter_has_recorded_answers_to_mutate(api: tuple[str, str]) -> N
     assert RECORDED[api], api
 
 
-@pytest.mark.parametrize("api", [_marked(api) for api in APIS])
+# derandomized in CI, the property finds the known failure every time; a soak's random
+# search may not, so there the mark does not insist on it
+@pytest.mark.parametrize("api", [_marked(api, strict=not SOAK) for api in APIS])
 @settings(
     max_examples=EXAMPLES,
     deadline=None,

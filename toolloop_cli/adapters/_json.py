@@ -9,6 +9,7 @@ are refused with a reason the engine turns into an INVALID call.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from toolloop_cli.errors import MalformedProviderPayload
@@ -58,9 +59,22 @@ def _encodable(text: str) -> None:
         raise _Rejected("string with a lone surrogate (no UTF-8 form)") from exc
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number Python would turn into infinity (``1e999999``) has no canonical form."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Rejected(f"number {text[:40]} is out of range")
+    return value
+
+
 def _strict_loads(text: str) -> Any:
     """``json.loads`` with every refusal above; raises ``ValueError`` or ``RecursionError``."""
-    value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys)
+    value = json.loads(
+        text,
+        parse_constant=_no_constants,
+        parse_float=_finite_float,
+        object_pairs_hook=_unique_keys,
+    )
     _check(value)
     return value
 

@@ -327,10 +327,10 @@ def execute(deps: Deps, op: OperationRecord) -> OperationRecord:
             op = _recover_call(deps, op, call)
     approved = [c for c in _turn_calls(deps, op) if c.state is C.APPROVED]
     for batch in parallel.batches(approved, lambda c: _is_sequential(deps, c)):
-        if deps.clock.now() >= parse_iso(op.deadline_at):
+        late = guards.past_deadline(op, deps.clock.now())
+        if late is not None:
             with deps.store.transaction():
-                reason = f"budget deadline_s: limit {op.guards.deadline_s:g} s reached"
-                return stop(deps, op, OpState.BUDGET_EXHAUSTED, reason)
+                return stop(deps, op, OpState.BUDGET_EXHAUSTED, late)
         op = _run_batch(deps, op, batch)
     with deps.store.transaction():
         op = deps.store.get_operation(op.operation_id)

@@ -20,11 +20,19 @@ from .records import Counters, Guards, OperationRecord
 def before_model_request(op: OperationRecord, now: datetime) -> str | None:
     """The budgets that a model request would spend: deadline, turns, tokens, cost."""
     guards, counters = op.guards, op.counters
-    if now >= parse_iso(op.deadline_at):
-        return f"budget deadline_s: limit {guards.deadline_s:g} s reached at {op.deadline_at}"
+    late = past_deadline(op, now)
+    if late is not None:
+        return late
     if counters.turns >= guards.max_turns:
         return f"budget max_turns: limit {guards.max_turns} reached ({counters.turns} turns)"
     return token_budget(guards, counters)
+
+
+def past_deadline(op: OperationRecord, now: datetime) -> str | None:
+    """The total deadline, checked before every step that could spend time or effects."""
+    if now >= parse_iso(op.deadline_at):
+        return f"budget deadline_s: limit {op.guards.deadline_s:g} s reached at {op.deadline_at}"
+    return None
 
 
 def token_budget(guards: Guards, counters: Counters) -> str | None:

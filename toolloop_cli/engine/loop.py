@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 from toolloop_cli.errors import ToolloopError
 
-from . import calls as call_steps
-from .clock import parse_iso
+from . import calls as call_steps, guards
 from .context import Deps, stop
 from .model_turn import request_model
 from .records import OperationRecord
@@ -42,9 +41,10 @@ def step(deps: Deps, operation_id: str) -> StepResult:
         raise OperationTerminal(
             f"operation {operation_id} is {source.value} (terminal): nothing to do, nothing was run"
         )
-    if source is not OpState.MODEL_REQUESTED and deps.clock.now() >= parse_iso(op.deadline_at):
+    late = guards.past_deadline(op, deps.clock.now())
+    if source is not OpState.MODEL_REQUESTED and late is not None:
         with deps.store.transaction():
-            op = stop(deps, op, OpState.BUDGET_EXHAUSTED, deadline_reason(op))
+            op = stop(deps, op, OpState.BUDGET_EXHAUSTED, late)
         deps.failpoint("after_step_commit")
         return StepResult(source, op.state, op)
     match source:
@@ -101,7 +101,3 @@ def resume(
             "nothing was run"
         )
     return run(deps, operation_id)
-
-
-def deadline_reason(op: OperationRecord) -> str:
-    return f"budget deadline_s: limit {op.guards.deadline_s:g} s reached at {op.deadline_at}"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from .states import CallState, OpState
@@ -152,8 +150,3 @@ class ApprovalRecord(BaseModel):
     decided_by: str | None = None
     decided_at: str | None = None
     reason: str | None = None
-
-
-def jsonable(record: BaseModel) -> dict[str, Any]:
-    """A record as plain JSON values (enums as strings)."""
-    return record.model_dump(mode="json")

@@ -394,7 +394,7 @@ def test_refund_transcript_replays_to_the_expected_turns() -> None:
     recorded = [i.request for i in cassette.interactions]
     turns = [adapter.parse_response(transport.send(request(n))) for n in range(4)]
     assert [t.outcome for t in turns] == [TurnOutcome.TOOL_PROPOSALS] * 3 + [TurnOutcome.FINAL_TEXT]
-    assert [(c.name, c.arguments) for t in turns for c in t.calls] == [
+    assert [(c.name, json.loads(c.raw_arguments)) for t in turns for c in t.calls] == [
         ("get_order", {"order_id": "ord_1001"}),
         (
             "create_refund_draft",
@@ -542,7 +542,7 @@ def test_streamed_recording_replays_through_the_adapter(tmp_path: Path) -> None:
     turn = OpenAIResponsesAdapter().parse_response(answer)
     assert turn.outcome is TurnOutcome.TOOL_PROPOSALS
     (call,) = turn.calls
-    assert (call.call_id, call.item_id, call.arguments) == (
+    assert (call.call_id, call.item_id, json.loads(call.raw_arguments)) == (
         "call_HQHd",
         "fc_0e9d",
         {"country": "France"},

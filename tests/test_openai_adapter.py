@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 from toolloop_cli.adapters import get_adapter
 from toolloop_cli.adapters._errors import OPENAI, classify_http_error, retry_after_seconds
-from toolloop_cli.adapters._json import MAX_DEPTH, load_json_body, parse_arguments
+from toolloop_cli.adapters._json import load_json_body
 from toolloop_cli.adapters.openai_responses import OpenAIResponsesAdapter
 from toolloop_cli.engine.ports import ModelAdapter
 from toolloop_cli.engine.types import (
@@ -24,6 +24,7 @@ from toolloop_cli.engine.types import (
     TurnOutcome,
 )
 from toolloop_cli.errors import MalformedProviderPayload, UsageError
+from toolloop_cli.strict_json import MAX_DEPTH, parse_arguments
 from toolloop_cli.transcripts import load_cassette
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openai"
@@ -82,7 +83,10 @@ def test_tool_proposal_pairs_by_call_id_not_item_id() -> None:
     assert turn.outcome is TurnOutcome.TOOL_PROPOSALS
     assert turn.finish_reason == "completed"
     assert [c.name for c in turn.calls] == ["get_order", "get_order"]
-    assert [c.arguments for c in turn.calls] == [{"order_id": "ord_1001"}, {"order_id": "ord_1002"}]
+    assert [json.loads(c.raw_arguments) for c in turn.calls] == [
+        {"order_id": "ord_1001"},
+        {"order_id": "ord_1002"},
+    ]
     for call, item in zip(turn.calls, turn.output_items, strict=True):
         assert call.call_id == item["call_id"] and call.call_id.startswith("call_")
         assert call.item_id == item["id"] and item["id"].startswith("fc_")
@@ -113,8 +117,11 @@ def test_invalid_json_arguments_are_kept_raw_and_never_repaired() -> None:
     assert turn.outcome is TurnOutcome.TOOL_PROPOSALS
     (call,) = turn.calls
     assert call.raw_arguments == '{"order_id": "ord_1001"'
-    assert call.arguments is None
-    assert call.argument_error is not None and "invalid JSON" in call.argument_error
+    # the text is not parsed here: the engine parses it under the tool's byte cap
+    assert (call.arguments, call.argument_error) == (None, None)
+    assert parse_arguments(call.raw_arguments)[1] == (
+        "invalid JSON: Expecting ',' delimiter at position 23"
+    )
 
 
 @pytest.mark.parametrize(
@@ -133,7 +140,10 @@ def test_adapter_passes_names_and_values_through_unjudged(
 ) -> None:
     turns = [ADAPTER.parse_response(r) for r in recorded(fixture)]
     assert [t.outcome for t in turns] == [TurnOutcome.TOOL_PROPOSALS, TurnOutcome.FINAL_TEXT]
-    assert (turns[0].calls[0].name, turns[0].calls[0].arguments) == (name, arguments)
+    assert (turns[0].calls[0].name, json.loads(turns[0].calls[0].raw_arguments)) == (
+        name,
+        arguments,
+    )
 
 
 @pytest.mark.parametrize("fixture", ["incomplete.yaml", "incomplete_with_call.yaml"])
@@ -504,7 +514,7 @@ def test_stream_is_parsed_from_its_terminal_event() -> None:
     done = {"type": "response.completed", "response": response([call_item()])}
     turn = ADAPTER.parse_response(streamed(sse(*STREAM_START, done) + b"data: [DONE]\n\n"))
     assert turn.outcome is TurnOutcome.TOOL_PROPOSALS
-    assert turn.calls[0].arguments == {"order_id": "ord_1"}
+    assert json.loads(turn.calls[0].raw_arguments) == {"order_id": "ord_1"}
 
 
 def test_stream_cut_before_terminal_event_is_truncated() -> None:

@@ -273,6 +273,19 @@ def test_missing_required_keys_and_bad_values_are_each_reported(tmp_path: Path) 
     ]
 
 
+def test_an_argument_cap_over_the_ceiling_is_a_problem(tmp_path: Path) -> None:
+    doc = minimal_doc()
+    doc["tools"]["get_order"]["max_argument_bytes"] = (1 << 20) + 1
+    assert check_registry(write(tmp_path, doc)) == [
+        (
+            "tools.get_order.max_argument_bytes",
+            "must be a positive integer of at most 1048576 (1 MiB)",
+        )
+    ]
+    doc["tools"]["get_order"]["max_argument_bytes"] = 1 << 20
+    assert check_registry(write(tmp_path, doc, name="at_the_ceiling.yaml")) == []
+
+
 def test_bad_tool_name_and_empty_tools_are_problems(tmp_path: Path) -> None:
     doc = minimal_doc()
     doc["tools"]["get order!"] = doc["tools"].pop("get_order")

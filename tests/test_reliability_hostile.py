@@ -20,6 +20,7 @@ import sys
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -30,12 +31,18 @@ from scripted import call, final, turn
 
 from toolloop_cli import operations
 from toolloop_cli.adapters.scripted import ScriptedTransport
+from toolloop_cli.engine import calls, envelopes
 from toolloop_cli.engine.context import call_to
 from toolloop_cli.engine.ids import arguments_digest
 from toolloop_cli.engine.loop import StepResult
+from toolloop_cli.engine.records import CallRecord
 from toolloop_cli.engine.states import CallState, OpState
+from toolloop_cli.limits import MAX_ARGUMENT_BYTES
 from toolloop_cli.store import Store, open_store
+from toolloop_cli.strict_json import parse_arguments
 from toolloop_cli.tools.registry import load_registry
+from toolloop_cli.transcripts.cassette import load_cassette
+from toolloop_cli.transcripts.transport import ReplayTransport
 from toolloop_cli.wiring import RegistryToolbox
 
 HARNESS = Path(__file__).parent / "harness"
@@ -239,22 +246,74 @@ def recorded(store: Store, tmp_path: Path, calls: list[tuple[str, Any]]) -> Any:
 MANY_KEYS = 1_000_000 if SOAK else 100_000
 
 
-def test_many_keys_are_refused_by_size_within_bounded_memory(store: Store, tmp_path: Path) -> None:
+def test_many_keys_are_refused_by_size_and_never_parsed(store: Store, tmp_path: Path) -> None:
     raw = "{" + ",".join(f'"k{i}":0' for i in range(MANY_KEYS)) + "}"
+    cassette = write_cassette(tmp_path / "turn.yaml", [[("refund", raw)], "done"])
+    transport = ReplayTransport(load_cassette(cassette))  # the provider's bytes, received
+    options = operations.RunOptions(
+        task="hostile", registry=HOSTILE, provider="openai", model="gpt-4.1"
+    )
     tracemalloc.start()
     try:
-        result = recorded(store, tmp_path, [("refund", raw)])
+        result = operations.start(store, options, transport=transport)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     (c,) = first_turn_calls(store, result.operation.operation_id)
     assert c.state.value == "INVALID" and "bytes" in json.dumps(c.model_result)
-    assert c.raw_arguments == raw
-    # the adapter parses the text before the engine applies the tool's cap (README), so the
-    # bound is a multiple of the text, not of the cap
+    assert c.raw_arguments == raw and c.arguments is None  # kept whole, never parsed
+    # the run holds the text a few times (the answer, the conversation item, its audit
+    # record, the next request); parsing it would cost ~28x (a dict of MANY_KEYS entries)
     ratio = peak / len(raw.encode())
     print(f"peak {peak / 1e6:.1f} MB = {ratio:.1f} x the {len(raw) / 1e6:.2f} MB argument text")
-    assert ratio < 40
+    assert ratio < 20
+
+
+OVERSIZED = {
+    "many keys": "{" + ",".join(f'"k{i}":0' for i in range(20_000)) + "}",
+    "4-byte characters": '{"note":"' + "\U0001f600" * 40_000 + '"}',
+    "nesting 10 000 deep": '{"note":' + "[" * 10_000 + "]" * 10_000 + "}",
+    "a 10^5-digit number": '{"amount_cents":' + "9" * 100_000 + "}",
+}
+
+
+@pytest.mark.parametrize("label", sorted(OVERSIZED))
+def test_the_byte_cap_is_applied_before_parsing_within_4x_the_cap(label: str) -> None:
+    """Plan 9: the engine's argument check costs at most 4 x the cap, whatever the text."""
+    raw = json.loads(json.dumps(OVERSIZED[label]))  # the \U escapes become characters
+    tool = _toolbox().lookup("refund")
+    assert tool is not None and tool.max_argument_bytes == ARG_CAP
+    proposed = CallRecord(
+        operation_id="op_1",
+        turn_idx=0,
+        seq=0,
+        response_id="resp_1",
+        call_id="call_1",
+        name="refund",
+        raw_arguments=raw,
+        arguments=None,
+        state=CallState.PROPOSED,
+    )
+    deps = SimpleNamespace(toolbox=_toolbox())  # the check needs no more than the toolbox
+    tracemalloc.start()
+    try:
+        checked, problem = calls._argument_problem(deps, tool, proposed)  # type: ignore[arg-type]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    size = len(raw.encode("utf-8"))
+    assert problem == envelopes.arguments_too_large(size, ARG_CAP)
+    assert checked.arguments is None and checked.raw_arguments == raw
+    assert peak <= 4 * ARG_CAP, f"{label}: peak {peak} B for a cap of {ARG_CAP} B"
+
+
+def test_argument_text_over_the_ceiling_is_not_parsed_at_the_edge() -> None:
+    raw = '{"k":"' + "x" * MAX_ARGUMENT_BYTES + '"}'
+    assert parse_arguments(raw) == (
+        None,
+        f"arguments are {len(raw)} bytes, over the ceiling of {MAX_ARGUMENT_BYTES}",
+    )
+    assert parse_arguments(raw[: MAX_ARGUMENT_BYTES - 2] + '"}')[0] is not None
 
 
 @pytest.mark.parametrize(

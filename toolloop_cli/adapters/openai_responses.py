@@ -43,7 +43,6 @@ from toolloop_cli.errors import MalformedProviderPayload
 
 from ._answer import MAX_BODY_BYTES, parse_answer, usage_from
 from ._errors import OPENAI, classify_body_failure
-from ._json import parse_arguments
 from ._openai_stream import OpenAIStream
 from ._stream import EventSink, no_events
 
@@ -281,15 +280,8 @@ def _function_call(index: int, item: JSONObject) -> tuple[ProposedCall, str | No
         _malformed(f"output[{index}] function_call 'id' is not a string")
     if status is not None and not isinstance(status, str):
         _malformed(f"output[{index}] function_call 'status' is not a string")
-    arguments, error = parse_arguments(raw)
-    call = ProposedCall(
-        call_id=call_id,
-        name=name,
-        raw_arguments=raw,
-        arguments=arguments,
-        argument_error=error,
-        item_id=item_id,
-    )
+    # left as text: the engine parses it once it is known to be under the tool's byte cap
+    call = ProposedCall(call_id=call_id, name=name, raw_arguments=raw, item_id=item_id)
     return call, status
 
 

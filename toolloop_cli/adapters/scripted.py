@@ -32,8 +32,6 @@ from toolloop_cli.engine.types import (
 )
 from toolloop_cli.errors import MalformedProviderPayload, TranscriptError
 
-from ._json import parse_arguments
-
 Answer = JSONObject | Callable[[HttpRequest], JSONObject]
 
 
@@ -114,13 +112,10 @@ class ScriptedAdapter:
 def _call(turn_id: str, n: int, spec: JSONObject) -> ProposedCall:
     raw = spec.get("arguments", {})
     text = raw if isinstance(raw, str) else json.dumps(raw)
-    arguments, error = parse_arguments(text)
-    return ProposedCall(
+    return ProposedCall(  # the engine parses the text under the tool's byte cap
         call_id=str(spec.get("id", f"call_{turn_id}_{n}")),
         name=str(spec["name"]),
         raw_arguments=text,
-        arguments=arguments,
-        argument_error=error,
     )
 
 

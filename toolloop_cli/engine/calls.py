@@ -10,6 +10,8 @@ from __future__ import annotations
 from toolloop_cli.audit.binding import check_result_set
 from toolloop_cli.audit.canonical import CanonicalJSONError
 from toolloop_cli.errors import ApprovalError, StoreError, TamperedStore
+from toolloop_cli.limits import utf8_size
+from toolloop_cli.strict_json import parse_arguments
 
 from . import envelopes, guards, parallel
 from .clock import iso, later, parse_iso
@@ -88,7 +90,7 @@ def _check_call(
         result = envelopes.unknown_tool(call.name)
         call_to(deps, call, C.INVALID, "unknown tool", model_result=result)
         return None
-    problem = _argument_problem(deps, tool, call)
+    call, problem = _argument_problem(deps, tool, call)
     if problem is not None:
         call_to(deps, call, C.INVALID, "invalid arguments", model_result=problem)
         return None
@@ -133,20 +135,30 @@ def _no_progress(
     return None
 
 
-def _argument_problem(deps: Deps, tool: ToolInfo, call: CallRecord) -> dict[str, object] | None:
-    size = len(call.raw_arguments.encode("utf-8"))
+def _argument_problem(
+    deps: Deps, tool: ToolInfo, call: CallRecord
+) -> tuple[CallRecord, dict[str, object] | None]:
+    """The call with its arguments parsed, and why they cannot run (an envelope) or None.
+
+    The byte cap comes first: text over it is never parsed (parsing costs many times the
+    text), and it stays on the call exactly as the model sent it.
+    """
+    size = utf8_size(call.raw_arguments)
     if size > tool.max_argument_bytes:
-        return envelopes.arguments_too_large(size, tool.max_argument_bytes)
+        return call, envelopes.arguments_too_large(size, tool.max_argument_bytes)
+    if call.arguments is None and call.argument_error is None:  # the adapter left it as text
+        arguments, error = parse_arguments(call.raw_arguments)
+        call = call.model_copy(update={"arguments": arguments, "argument_error": error})
     if call.arguments is None:
-        return envelopes.invalid_json(call.argument_error or "not a JSON object")
+        return call, envelopes.invalid_json(call.argument_error or "not a JSON object")
     try:  # 1e999999 parses as inf, 2**60 as an int: neither can be hashed, so neither can run
         arguments_digest(call.arguments)
     except CanonicalJSONError as exc:
-        return envelopes.invalid_json(str(exc))
+        return call, envelopes.invalid_json(str(exc))
     problems = deps.toolbox.validate(tool.name, call.arguments)
     if problems:
-        return envelopes.invalid_arguments(problems)
-    return None
+        return call, envelopes.invalid_arguments(problems)
+    return call, None
 
 
 def _bind(deps: Deps, call: CallRecord, tool: ToolInfo, key: str) -> CallRecord:

@@ -55,7 +55,12 @@ class ApiError(_Model):
 
 
 class ProposedCall(_Model):
-    """One tool call as the model proposed it."""
+    """One tool call as the model proposed it.
+
+    ``arguments`` and ``argument_error`` both None: the text is not parsed yet (an adapter
+    whose provider sends arguments as text leaves that to the engine, which parses only text
+    under the tool's byte cap).
+    """
 
     call_id: str
     name: str

@@ -23,6 +23,7 @@ from jsonschema.protocols import Validator
 from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.engine.types import ToolSpec
 from toolloop_cli.errors import RegistryError
+from toolloop_cli.limits import MAX_ARGUMENT_BYTES
 from toolloop_cli.tools.context import ToolContext
 from toolloop_cli.tools.validation import compile_validator, json_problems, schema_problem
 
@@ -205,7 +206,9 @@ def _check_tool(
         "approval": _get(body, "approval", path, problems, "approval", "never"),
         "timeout_ms": _get(body, "timeout_ms", path, problems, "count", 5000),
         "max_result_bytes": _get(body, "max_result_bytes", path, problems, "count", 65536),
-        "max_argument_bytes": _get(body, "max_argument_bytes", path, problems, "count", 65536),
+        "max_argument_bytes": _get(
+            body, "max_argument_bytes", path, problems, "argument_cap", 65536
+        ),
         "sequential": _get(body, "sequential", path, problems, "bool", False),
     }
     if len(problems) > before or handler is None or parameters is None:
@@ -316,6 +319,10 @@ def _text(v: Any) -> bool:
 _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {  # kind: (test, what it must be)
     "str": (_text, "a non-empty string"),
     "count": (lambda v: type(v) is int and v > 0, "a positive integer"),
+    "argument_cap": (
+        lambda v: type(v) is int and 0 < v <= MAX_ARGUMENT_BYTES,
+        f"a positive integer of at most {MAX_ARGUMENT_BYTES} (1 MiB)",
+    ),
     "bool": (lambda v: isinstance(v, bool), "true or false"),
     "risk": (lambda v: v in ("read", "write", "irreversible"), "one of read, write, irreversible"),
     "approval": (lambda v: v in ("never", "always"), "one of never, always"),

@@ -16,6 +16,8 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 
+from toolloop_cli.limits import utf8_size
+
 if TYPE_CHECKING:
     from toolloop_cli.tools.registry import ToolDef
 
@@ -101,7 +103,7 @@ def validate_result(tool: ToolDef, value: object) -> list[str]:
 
 def argument_bytes_problem(tool: ToolDef, raw_arguments: str) -> str | None:
     """Why the raw argument text is too large to even parse, or ``None``."""
-    size = len(raw_arguments.encode("utf-8", "surrogatepass"))
+    size = utf8_size(raw_arguments)
     if size > tool.max_argument_bytes:
         return f"arguments are {size} bytes, over the limit of {tool.max_argument_bytes}"
     return None

@@ -1,0 +1,122 @@
+"""Strict JSON for provider payloads and tool arguments (a leaf: adapters and engine use it).
+
+Tool arguments decide what a side effect does, so they are parsed strictly and never repaired:
+NaN/Infinity, duplicate keys (which value would a handler see?), lone surrogates (no UTF-8
+form, so no canonical hash), excessive nesting and anything but an object at the top level
+are refused with a reason the engine turns into an INVALID call.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from toolloop_cli.limits import MAX_ARGUMENT_BYTES, utf8_size
+
+__all__ = ["MAX_DEPTH", "StrictJSONError", "parse_arguments", "strict_loads", "why"]
+
+#: Deepest nesting accepted in a JSON value (arrays and objects).
+MAX_DEPTH = 64
+
+
+class StrictJSONError(ValueError):
+    """A JSON text that is well-formed but not acceptable here."""
+
+
+def _no_constants(name: str) -> Any:
+    raise StrictJSONError(f"non-finite number {name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise StrictJSONError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _check(value: Any, depth: int = 0) -> None:
+    """Refuse nesting deeper than ``MAX_DEPTH`` and strings without a UTF-8 form."""
+    if depth > MAX_DEPTH:
+        raise StrictJSONError(f"nesting deeper than {MAX_DEPTH} levels")
+    if isinstance(value, str):
+        _encodable(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _encodable(key)
+            _check(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _check(item, depth + 1)
+
+
+def _encodable(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise StrictJSONError("string with a lone surrogate (no UTF-8 form)") from exc
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number Python would turn into infinity (``1e999999``) has no canonical form."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise StrictJSONError(f"number {text[:40]} is out of range")
+    return value
+
+
+def strict_loads(text: str) -> Any:
+    """``json.loads`` with every refusal above; raises ``ValueError`` or ``RecursionError``."""
+    value = json.loads(
+        text,
+        parse_constant=_no_constants,
+        parse_float=_finite_float,
+        object_pairs_hook=_unique_keys,
+    )
+    _check(value)
+    return value
+
+
+def parse_arguments(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """Parse tool-call argument text: ``(object, None)`` or ``(None, reason)``; never repairs.
+
+    The reason is short and meant for the model (it goes into the error envelope). Text over
+    ``MAX_ARGUMENT_BYTES`` is not parsed at all: no tool may accept it, and parsing it would
+    cost many times its size (the engine refuses it against the tool's cap).
+    """
+    size = utf8_size(text)
+    if size > MAX_ARGUMENT_BYTES:
+        return None, f"arguments are {size} bytes, over the ceiling of {MAX_ARGUMENT_BYTES}"
+    try:
+        value = strict_loads(text)
+    except (ValueError, RecursionError) as exc:
+        return None, why(exc)
+    if not isinstance(value, dict):
+        return None, f"top level is {_json_type(value)}, not an object"
+    return value, None
+
+
+def why(exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON: {exc.msg} at position {exc.pos}"
+    if isinstance(exc, RecursionError):
+        return f"nesting deeper than {MAX_DEPTH} levels"
+    return str(exc)
+
+
+def _json_type(value: Any) -> str:
+    match value:
+        case None:
+            return "null"
+        case bool():
+            return "a boolean"
+        case int() | float():
+            return "a number"
+        case str():
+            return "a string"
+        case list():
+            return "an array"
+        case _:
+            return type(value).__name__

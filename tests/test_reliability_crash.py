@@ -28,7 +28,13 @@ from typing import Any
 import pytest
 from harness import oracles
 from harness.children import fork_call, pool_map
-from harness.scenario import Scenario, drive, refund50_scenario, refund_scenario
+from harness.scenario import (
+    Scenario,
+    drive,
+    refund50_scenario,
+    refund50_serial_scenario,
+    refund_scenario,
+)
 from harness.signature import recording_commits, signature
 
 from toolloop_cli import failpoints
@@ -135,12 +141,15 @@ def kill_case(
 
 
 def cases(ref: Reference, limit: int = 50) -> list[tuple[str, int]]:
-    """Every failpoint the run meets, at each of its first ``limit`` hits."""
-    return [
-        (name, nth)
-        for name in failpoints.FAILPOINTS
-        for nth in range(1, min(ref.hits[name], limit) + 1)
-    ]
+    """Every failpoint the run meets, at each hit, or at ``limit`` hits spread over the run."""
+    return [(name, nth) for name in failpoints.FAILPOINTS for nth in spread(ref.hits[name], limit)]
+
+
+def spread(hits: int, limit: int) -> list[int]:
+    """``1..hits``, or ``limit`` of them evenly spaced from the first to the last."""
+    if hits <= limit:
+        return list(range(1, hits + 1))
+    return [1 + round(k * (hits - 1) / (limit - 1)) for k in range(limit)]
 
 
 def test_the_scenarios_meet_every_boundary_a_run_without_an_escalation_has(
@@ -168,19 +177,23 @@ def test_a_kill_at_every_boundary_of_the_refund_loses_and_repeats_nothing(
     assert len(rows) == sum(ref.hits.values())
 
 
-@pytest.fixture(scope="module")
-def matrix50(base: Path) -> list[dict[str, Any]]:
-    """The 50-call run killed at every failpoint x every hit (shuffled per seed), resumed."""
-    scenario = refund50_scenario(base)
+def kill_matrix(scenario: Scenario, base: Path, at_least: int) -> list[dict[str, Any]]:
+    """``scenario`` killed at every failpoint x every hit (shuffled per seed), resumed."""
     rows: list[dict[str, Any]] = []
     with pytest.MonkeyPatch.context() as monkeypatch:
         ref = reference_run(scenario, base, monkeypatch)
     for seed in SEEDS:
         todo = cases(ref)
-        assert len(todo) == sum(min(n, 50) for n in ref.hits.values()) >= 170
+        assert len(todo) == sum(min(n, 50) for n in ref.hits.values()) >= at_least
         random.Random(seed).shuffle(todo)
         rows += pool_map(kill_case(scenario, base, ref), todo)
     return rows
+
+
+@pytest.fixture(scope="module")
+def matrix50(base: Path) -> list[dict[str, Any]]:
+    """The 50 calls in 7 turns (batches of 12): 174 kill points."""
+    return kill_matrix(refund50_scenario(base), base, at_least=170)
 
 
 def test_a_kill_at_every_boundary_of_the_50_call_run_loses_and_repeats_nothing(
@@ -190,6 +203,29 @@ def test_a_kill_at_every_boundary_of_the_50_call_run_loses_and_repeats_nothing(
     assert len(matrix50) >= 170 * len(SEEDS)
     # an unreconcilable draft ends ESCALATED and the operator continues: still terminal
     assert {row["final"] for row in matrix50} == {"COMPLETED"}
+
+
+def test_a_kill_at_every_boundary_of_the_50_turn_run_loses_and_repeats_nothing(
+    base: Path,
+) -> None:
+    """The same 50 calls one per turn: each per-turn boundary at each call index (325 kills)."""
+    rows = kill_matrix(refund50_serial_scenario(base), base, at_least=320)
+    assert [p for row in rows for p in (f"{row['case']}: {x}" for x in row["problems"])] == []
+    assert len(rows) >= 320 * len(SEEDS)
+    assert {row["final"] for row in rows} == {"COMPLETED"}
+    killed = collections.Counter(row["case"].split(":")[0] for row in rows)
+    assert all(killed[name] >= 50 * len(SEEDS) for name in PER_CALL), killed
+
+
+#: the boundaries the 50-turn run meets once per call (at least)
+PER_CALL = (
+    "before_model_request",
+    "after_turn_commit",
+    "after_intent_commit",
+    "after_effect_before_result_commit",
+    "after_result_commit",
+    "after_step_commit",
+)
 
 
 def test_a_kill_between_effect_and_result_is_reconciled_by_the_same_key(

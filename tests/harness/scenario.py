@@ -76,6 +76,19 @@ def refund50_scenario(folder: Path, **guards: Any) -> Scenario:
     return Scenario("refund50", path, guards={"max_parallel": 1, **guards})
 
 
+def refund50_serial_scenario(folder: Path) -> Scenario:
+    """The same 50 calls one per turn: every per-turn boundary is met at each call index."""
+    path = folder / "refund50-serial-openai.yaml"
+    if not path.exists():
+        turns: list[list[tuple[str, Any]] | str] = [[("get_order", {"order_id": "ord_1001"})]]
+        for amount in (a for amounts in ROUNDS for a in amounts):
+            arguments = {"order_id": "ord_1001", "amount_cents": amount}
+            turns += [[("create_refund_draft", arguments)], [("submit_refund", arguments)]]
+        turns.append([("get_order", {"order_id": "ord_1002"})])
+        write_cassette(path, [*turns, "Refunded ord_1001 in 24 parts."])
+    return Scenario("refund50-serial", path, guards={"max_parallel": 1, "max_turns": 60})
+
+
 def write_refund50_cassette(path: Path) -> None:
     """Seven recorded OpenAI Responses answers proposing the 50 calls, then a final text."""
     turns: list[list[tuple[str, Any]] | str] = [[("get_order", {"order_id": "ord_1001"})]]

@@ -11,9 +11,9 @@ folder; turn it into a regression test in tests/test_reliability_fuzz.py. See fu
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
-from pathlib import Path
 
 import atheris
 
@@ -21,6 +21,10 @@ with atheris.instrument_imports():
     from toolloop_cli.adapters import ADAPTERS, get_adapter
     from toolloop_cli.engine.types import HttpResponse
     from toolloop_cli.errors import AdapterError
+
+    # get_adapter imports its module lazily: import them all here, so they are instrumented
+    for _module, _ in ADAPTERS.values():
+        importlib.import_module(_module)
 
 SLOW_S = 1.0
 

@@ -44,9 +44,8 @@ from toolloop_cli.engine.records import CallRecord, OperationRecord
 from toolloop_cli.engine.states import CallState
 from toolloop_cli.store import open_store
 
-pytestmark = pytest.mark.timeout(900)
-
 SOAK = os.environ.get("TOOLLOOP_SOAK") == "1"
+pytestmark = pytest.mark.timeout(3600 if SOAK else 900)
 #: kills at random times: CI / soak
 RANDOM_KILLS = 2000 if SOAK else 200
 SEEDS = (1, 2, 3) if SOAK else (1,)

@@ -13,6 +13,9 @@ so a running SHA-256 over the items so far, copied and finished per turn, gives 
 ``sha256(rfc8785.dumps(body))`` at a cost that does not grow with the run (checked against
 the direct hash on the first turns).
 
+``step_commits``: the same, plus one more fsynced transaction per state change toolloop
+commits (4 per turn and 1 per call, each a one-row insert): what the commits alone cost.
+
 What it does not do: no state machine, no transition log, no audit hash chain, no per-call
 intent commit before a handler runs (so no crash recovery of a half-run turn), no approvals,
 policy, idempotency keys, guards, timeouts or result size caps, no error envelopes for
@@ -39,6 +42,7 @@ CREATE TABLE turns (
     idx INTEGER PRIMARY KEY, request_sha256 TEXT NOT NULL, response_sha256 TEXT NOT NULL,
     response_body BLOB NOT NULL
 );
+CREATE TABLE steps (turn_idx INTEGER NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (turn_idx, n));
 CREATE TABLE calls (
     turn_idx INTEGER NOT NULL, seq INTEGER NOT NULL, call_id TEXT NOT NULL, name TEXT NOT NULL,
     arguments TEXT NOT NULL, result TEXT NOT NULL, result_sha256 TEXT NOT NULL,
@@ -114,8 +118,17 @@ def parse_anthropic(body: dict[str, Any]) -> tuple[list[tuple[str, str, str]], s
 class Floor:
     """One operation's loop, from the first request to the final text."""
 
-    def __init__(self, api: str, path: Path, registry: Path, model: str, task: str) -> None:
+    def __init__(
+        self,
+        api: str,
+        path: Path,
+        registry: Path,
+        model: str,
+        task: str,
+        step_commits: bool = False,
+    ) -> None:
         self.api = api
+        self.step_commits = step_commits
         self.conn = sqlite3.connect(str(path), isolation_level=None)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=FULL")
@@ -195,6 +208,11 @@ class Floor:
         return text if not calls else None
 
     def commit(self, idx: int, response: bytes, rows: list[tuple[Any, ...]]) -> None:
+        if self.step_commits:  # toolloop's count: 4 steps, 1 batch intent, 1 result per call
+            for n in range(4 + len(rows)):
+                self.conn.execute("BEGIN IMMEDIATE")
+                self.conn.execute("INSERT INTO steps VALUES (?, ?)", (idx, n))
+                self.conn.execute("COMMIT")
         start = len(self.conversation) - len(self.pending)
         self.conn.execute("BEGIN IMMEDIATE")
         self.conn.execute(

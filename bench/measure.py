@@ -1,6 +1,7 @@
 """One measurement in a fresh process: a variant runs the workload once and prints one JSON line.
 
-    python bench/measure.py floor|toolloop|toolloop-cassette --api openai --turns 200 --calls 3
+    python bench/measure.py floor|floor-step-commits|toolloop|toolloop-cassette --api openai \
+        --turns 200 --calls 3
 
 Printed: ``seconds`` (wall time of the run: from the first request to the final text, every
 commit included), ``calls``, ``store_bytes`` (every file of the store after it is closed) and
@@ -29,11 +30,20 @@ def store_bytes(folder: Path, stem: str) -> int:
     return sum(p.stat().st_size for p in folder.iterdir() if p.name.startswith(stem))
 
 
-def run_floor(api: str, turns: int, calls: int, folder: Path) -> dict[str, Any]:
+def run_floor(
+    api: str, turns: int, calls: int, folder: Path, step_commits: bool = False
+) -> dict[str, Any]:
     from floor import Floor
 
     responses = workload.answers(api, turns, calls)
-    loop = Floor(api, folder / "floor.db", workload.REGISTRY, workload.MODELS[api], workload.TASK)
+    loop = Floor(
+        api,
+        folder / "floor.db",
+        workload.REGISTRY,
+        workload.MODELS[api],
+        workload.TASK,
+        step_commits=step_commits,
+    )
     started = time.perf_counter()
     text = loop.run(responses)
     seconds = time.perf_counter() - started
@@ -92,15 +102,18 @@ def run_toolloop(api: str, turns: int, calls: int, folder: Path, from_file: bool
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("variant", choices=["floor", "toolloop", "toolloop-cassette"])
+    parser.add_argument(
+        "variant", choices=["floor", "floor-step-commits", "toolloop", "toolloop-cassette"]
+    )
     parser.add_argument("--api", choices=sorted(workload.URIS), default="openai")
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--calls", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="toolloop-bench-") as tmp:
         folder = Path(tmp)
-        if args.variant == "floor":
-            out = run_floor(args.api, args.turns, args.calls, folder)
+        if args.variant.startswith("floor"):
+            step_commits = args.variant == "floor-step-commits"
+            out = run_floor(args.api, args.turns, args.calls, folder, step_commits)
         else:
             from_file = args.variant == "toolloop-cassette"
             out = run_toolloop(args.api, args.turns, args.calls, folder, from_file)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from toolloop_cli.store import Store, open_store
+from toolloop_cli.store import open_store
+from toolloop_cli.store.rows import CALL_COLUMNS
 
 LOOKUPS = {
     "calls_with_intent": ("name = ? AND arguments_sha256 = ?", "calls_intent"),
@@ -23,7 +24,7 @@ def test_call_lookup_seeks_its_index_in_turn_order(tmp_path: Path, lookup: str) 
     store = open_store(tmp_path / "store.db")
     where, index = LOOKUPS[lookup]
     sql = (
-        f"EXPLAIN QUERY PLAN SELECT {Store._CALL_COLUMNS} FROM calls"
+        f"EXPLAIN QUERY PLAN SELECT {CALL_COLUMNS} FROM calls"
         f" WHERE operation_id = ? AND {where} ORDER BY turn_idx, seq"
     )
     plan = " | ".join(

@@ -23,8 +23,6 @@ from toolloop_cli.audit.hashing import GENESIS, seal
 from toolloop_cli.engine.records import (
     ApprovalRecord,
     CallRecord,
-    Counters,
-    Guards,
     OperationRecord,
     TurnRecord,
 )
@@ -32,24 +30,20 @@ from toolloop_cli.engine.states import CallState, OpState
 from toolloop_cli.engine.types import ApiError, JSONObject, ToolSpec, TurnOutcome, Usage
 from toolloop_cli.errors import AlreadyDecided, OperationNotFound, StoreError
 
-_OP_COLUMNS = (
-    "operation_id, state, task, provider, api_family, model, transport, adapter_revision, "
-    "tenant, subject, registry_name, registry_revision, registry_path, registry_sha256, "
-    "policy_revision, settings_json, source_json, guards_json, counters_json, current_turn, "
-    "final_text, reason, created_at, updated_at, deadline_at"
+from .rows import (
+    APR_COLUMNS,
+    CALL_COLUMNS,
+    CALL_NAMES,
+    OP_COLUMNS,
+    OP_NAMES,
+    TRANSITION_NAMES,
+    apr_from_row,
+    call_from_row,
+    call_row,
+    dump,
+    op_from_row,
+    op_row,
 )
-
-
-_OP_NAMES = tuple(c.strip() for c in _OP_COLUMNS.split(","))
-_TRANSITION_NAMES = ("id", "operation_id", "kind", "call_id", "source", "target", "reason", "at")
-
-
-def _dump(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def _load(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
 
 
 class Store:
@@ -117,45 +111,45 @@ class Store:
     # -- operations -------------------------------------------------------------------------
 
     def insert_operation(self, op: OperationRecord) -> None:
-        row = self._op_row(op)
+        row = op_row(op)
         marks = ", ".join("?" for _ in row)
-        self.conn.execute(f"INSERT INTO operations ({_OP_COLUMNS}) VALUES ({marks})", row)
-        self.audit("operation", dict(zip(_OP_NAMES, row, strict=True)))
+        self.conn.execute(f"INSERT INTO operations ({OP_COLUMNS}) VALUES ({marks})", row)
+        self.audit("operation", dict(zip(OP_NAMES, row, strict=True)))
 
     def get_operation(self, operation_id: str, tenant: str | None = None) -> OperationRecord:
         cur = self.conn.execute(
-            f"SELECT {_OP_COLUMNS} FROM operations WHERE operation_id = ?", (operation_id,)
+            f"SELECT {OP_COLUMNS} FROM operations WHERE operation_id = ?", (operation_id,)
         )
         row = cur.fetchone()
         if row is None or (tenant is not None and row[8] != tenant):
             raise OperationNotFound(f"no operation {operation_id} in store {self.path}")
-        return self._op_from_row(row)
+        return op_from_row(row)
 
     def list_operations(self, tenant: str | None = None, limit: int = 50) -> list[OperationRecord]:
-        sql = f"SELECT {_OP_COLUMNS} FROM operations"
+        sql = f"SELECT {OP_COLUMNS} FROM operations"
         args: list[Any] = []
         if tenant is not None:
             sql += " WHERE tenant = ?"
             args.append(tenant)
         sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
         args.append(limit)
-        return [self._op_from_row(r) for r in self.conn.execute(sql, args)]
+        return [op_from_row(r) for r in self.conn.execute(sql, args)]
 
     def operations_in_state(
         self, state: OpState, tenant: str | None = None
     ) -> list[OperationRecord]:
-        sql = f"SELECT {_OP_COLUMNS} FROM operations WHERE state = ?"
+        sql = f"SELECT {OP_COLUMNS} FROM operations WHERE state = ?"
         args: list[Any] = [state.value]
         if tenant is not None:
             sql += " AND tenant = ?"
             args.append(tenant)
         sql += " ORDER BY updated_at, rowid"
-        return [self._op_from_row(r) for r in self.conn.execute(sql, args)]
+        return [op_from_row(r) for r in self.conn.execute(sql, args)]
 
     def save_operation(self, op: OperationRecord, expected_state: OpState) -> None:
         """Write ``op`` if the stored state is still ``expected_state`` (compare-and-set)."""
-        row = self._op_row(op)
-        sets = ", ".join(f"{c.strip()} = ?" for c in _OP_COLUMNS.split(",")[1:])
+        row = op_row(op)
+        sets = ", ".join(f"{c.strip()} = ?" for c in OP_COLUMNS.split(",")[1:])
         cur = self.conn.execute(
             f"UPDATE operations SET {sets} WHERE operation_id = ? AND state = ?",
             (*row[1:], op.operation_id, expected_state.value),
@@ -165,7 +159,7 @@ class Store:
                 f"operation {op.operation_id} is no longer {expected_state.value}: "
                 "another process changed it"
             )
-        self.audit("operation", dict(zip(_OP_NAMES, row, strict=True)))
+        self.audit("operation", dict(zip(OP_NAMES, row, strict=True)))
 
     def log_transition(
         self,
@@ -183,7 +177,7 @@ class Store:
             (operation_id, kind, call_id, source, target, reason, at),
         )
         row = (cur.lastrowid, operation_id, kind, call_id, source, target, reason, at)
-        self.audit("transition", dict(zip(_TRANSITION_NAMES, row, strict=True)))
+        self.audit("transition", dict(zip(TRANSITION_NAMES, row, strict=True)))
 
     def transitions(self, operation_id: str) -> list[dict[str, Any]]:
         cur = self.conn.execute(
@@ -250,8 +244,8 @@ class Store:
             "request_sha256": turn.request_sha256,
             "request_items": request_items,
             "response_sha256": turn.response_sha256,
-            "usage_json": _dump(turn.usage.model_dump()),
-            "error_json": _dump(turn.error.model_dump() if turn.error else None),
+            "usage_json": dump(turn.usage.model_dump()),
+            "error_json": dump(turn.error.model_dump() if turn.error else None),
             "created_at": turn.created_at,
             "tools_sha256": None if tools is None else self._tools_blob(tools),
         }
@@ -303,29 +297,21 @@ class Store:
 
     # -- calls ----------------------------------------------------------------------------------
 
-    _CALL_COLUMNS = (
-        "operation_id, turn_idx, seq, response_id, call_id, name, raw_arguments, arguments_json,"
-        " argument_error, state, idempotency_key, arguments_sha256, tool_sha256, approval_id,"
-        " model_result_json, protected_audit_json, started_at, finished_at, result_sha256,"
-        " call_binding_sha256"
-    )
-    _CALL_NAMES = tuple(c.strip() for c in _CALL_COLUMNS.split(","))
-
     def insert_call(self, call: CallRecord) -> None:
-        row = self._call_row(call)
+        row = call_row(call)
         marks = ", ".join("?" for _ in row)
         try:
-            self.conn.execute(f"INSERT INTO calls ({self._CALL_COLUMNS}) VALUES ({marks})", row)
+            self.conn.execute(f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({marks})", row)
         except sqlite3.IntegrityError as exc:
             raise StoreError(
                 f"call {call.call_id} of response {call.response_id} is already recorded"
             ) from exc
-        self.audit("call", dict(zip(self._CALL_NAMES, row, strict=True)))
+        self.audit("call", dict(zip(CALL_NAMES, row, strict=True)))
 
     def save_call(self, call: CallRecord, expected_state: CallState) -> None:
         """Write ``call`` if its stored state is still ``expected_state``."""
-        row = self._call_row(call)
-        cols = [c.strip() for c in self._CALL_COLUMNS.split(",")]
+        row = call_row(call)
+        cols = [c.strip() for c in CALL_COLUMNS.split(",")]
         sets = ", ".join(f"{c} = ?" for c in cols[6:])
         cur = self.conn.execute(
             f"UPDATE calls SET {sets} WHERE operation_id = ? AND response_id = ? AND call_id = ?"
@@ -337,75 +323,69 @@ class Store:
                 f"call {call.call_id} is no longer {expected_state.value}: "
                 "another process changed it"
             )
-        self.audit("call", dict(zip(self._CALL_NAMES, row, strict=True)))
+        self.audit("call", dict(zip(CALL_NAMES, row, strict=True)))
 
     def calls(self, operation_id: str, turn_idx: int | None = None) -> list[CallRecord]:
-        sql = f"SELECT {self._CALL_COLUMNS} FROM calls WHERE operation_id = ?"
+        sql = f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ?"
         args: list[Any] = [operation_id]
         if turn_idx is not None:
             sql += " AND turn_idx = ?"
             args.append(turn_idx)
         sql += " ORDER BY turn_idx, seq"
-        return [self._call_from_row(r) for r in self.conn.execute(sql, args)]
+        return [call_from_row(r) for r in self.conn.execute(sql, args)]
 
     def calls_with_key(self, operation_id: str, idempotency_key: str) -> list[CallRecord]:
         cur = self.conn.execute(
-            f"SELECT {self._CALL_COLUMNS} FROM calls WHERE operation_id = ?"
+            f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ?"
             " AND idempotency_key = ? ORDER BY turn_idx, seq",
             (operation_id, idempotency_key),
         )
-        return [self._call_from_row(r) for r in cur]
+        return [call_from_row(r) for r in cur]
 
     def calls_with_intent(
         self, operation_id: str, name: str, arguments_sha256: str
     ) -> list[CallRecord]:
         """Calls of the operation with this tool and canonical arguments (repeat detection)."""
         cur = self.conn.execute(
-            f"SELECT {self._CALL_COLUMNS} FROM calls WHERE operation_id = ? AND name = ?"
+            f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND name = ?"
             " AND arguments_sha256 = ? ORDER BY turn_idx, seq",
             (operation_id, name, arguments_sha256),
         )
-        return [self._call_from_row(r) for r in cur]
+        return [call_from_row(r) for r in cur]
 
     # -- approvals ------------------------------------------------------------------------------
 
-    _APR_COLUMNS = (
-        "approval_id, operation_id, response_id, call_id, tool, tenant, requested_by, status,"
-        " arguments_sha256, policy_revision, tool_sha256, requested_at, expires_at, decided_by,"
-        " decided_at, reason"
-    )
-
     def insert_approval(self, apr: ApprovalRecord) -> None:
-        values = [getattr(apr, c.strip()) for c in self._APR_COLUMNS.split(",")]
+        values = [getattr(apr, c.strip()) for c in APR_COLUMNS.split(",")]
         marks = ", ".join("?" for _ in values)
-        self.conn.execute(f"INSERT INTO approvals ({self._APR_COLUMNS}) VALUES ({marks})", values)
+        self.conn.execute(f"INSERT INTO approvals ({APR_COLUMNS}) VALUES ({marks})", values)
         self.audit("approval", apr.model_dump())
 
     def get_approval(self, approval_id: str, tenant: str | None = None) -> ApprovalRecord:
         cur = self.conn.execute(
-            f"SELECT {self._APR_COLUMNS} FROM approvals WHERE approval_id = ?", (approval_id,)
+            f"SELECT {APR_COLUMNS} FROM approvals WHERE approval_id = ?", (approval_id,)
         )
         row = cur.fetchone()
         if row is None or (tenant is not None and row[5] != tenant):
             raise OperationNotFound(f"no approval {approval_id} in store {self.path}")
-        return self._apr_from_row(row)
+        return apr_from_row(row)
 
     def approvals(self, operation_id: str) -> list[ApprovalRecord]:
         cur = self.conn.execute(
-            f"SELECT {self._APR_COLUMNS} FROM approvals WHERE operation_id = ?"
+            f"SELECT {APR_COLUMNS} FROM approvals WHERE operation_id = ?"
             " ORDER BY requested_at, rowid",
             (operation_id,),
         )
-        return [self._apr_from_row(r) for r in cur]
+        return [apr_from_row(r) for r in cur]
 
     def pending_approvals(self, tenant: str | None = None) -> list[ApprovalRecord]:
-        sql = f"SELECT {self._APR_COLUMNS} FROM approvals WHERE status = 'PENDING'"
+        sql = f"SELECT {APR_COLUMNS} FROM approvals WHERE status = 'PENDING'"
         args: list[Any] = []
         if tenant is not None:
             sql += " AND tenant = ?"
             args.append(tenant)
         sql += " ORDER BY requested_at, rowid"
-        return [self._apr_from_row(r) for r in self.conn.execute(sql, args)]
+        return [apr_from_row(r) for r in self.conn.execute(sql, args)]
 
     def decide_approval(
         self, approval_id: str, status: str, by: str | None, at: str, reason: str | None
@@ -473,119 +453,3 @@ class Store:
             return None
         value = json.loads(row[0]).get("row", {}).get("call_binding_sha256")
         return value if isinstance(value, str) else None
-
-    # -- row mapping ----------------------------------------------------------------------------
-
-    @staticmethod
-    def _op_row(op: OperationRecord) -> tuple[Any, ...]:
-        return (
-            op.operation_id,
-            op.state.value,
-            op.task,
-            op.provider,
-            op.api_family,
-            op.model,
-            op.transport,
-            op.adapter_revision,
-            op.tenant,
-            op.subject,
-            op.registry_name,
-            op.registry_revision,
-            op.registry_path,
-            op.registry_sha256,
-            op.policy_revision,
-            _dump(op.settings),
-            _dump(op.source),
-            _dump(op.guards.model_dump()),
-            _dump(op.counters.model_dump()),
-            op.current_turn,
-            op.final_text,
-            op.reason,
-            op.created_at,
-            op.updated_at,
-            op.deadline_at,
-        )
-
-    @staticmethod
-    def _op_from_row(r: Sequence[Any]) -> OperationRecord:
-        return OperationRecord(
-            operation_id=r[0],
-            state=OpState(r[1]),
-            task=r[2],
-            provider=r[3],
-            api_family=r[4],
-            model=r[5],
-            transport=r[6],
-            adapter_revision=r[7],
-            tenant=r[8],
-            subject=r[9],
-            registry_name=r[10],
-            registry_revision=r[11],
-            registry_path=r[12],
-            registry_sha256=r[13],
-            policy_revision=r[14],
-            settings=json.loads(r[15]),
-            source=json.loads(r[16]),
-            guards=Guards(**json.loads(r[17])),
-            counters=Counters(**json.loads(r[18])),
-            current_turn=r[19],
-            final_text=r[20],
-            reason=r[21],
-            created_at=r[22],
-            updated_at=r[23],
-            deadline_at=r[24],
-        )
-
-    @staticmethod
-    def _call_row(c: CallRecord) -> tuple[Any, ...]:
-        return (
-            c.operation_id,
-            c.turn_idx,
-            c.seq,
-            c.response_id,
-            c.call_id,
-            c.name,
-            c.raw_arguments,
-            _dump(c.arguments),
-            c.argument_error,
-            c.state.value,
-            c.idempotency_key,
-            c.arguments_sha256,
-            c.tool_sha256,
-            c.approval_id,
-            _dump(c.model_result),
-            _dump(c.protected_audit),
-            c.started_at,
-            c.finished_at,
-            c.result_sha256,
-            c.call_binding_sha256,
-        )
-
-    @staticmethod
-    def _call_from_row(r: Sequence[Any]) -> CallRecord:
-        return CallRecord(
-            operation_id=r[0],
-            turn_idx=r[1],
-            seq=r[2],
-            response_id=r[3],
-            call_id=r[4],
-            name=r[5],
-            raw_arguments=r[6],
-            arguments=_load(r[7]),
-            argument_error=r[8],
-            state=CallState(r[9]),
-            idempotency_key=r[10],
-            arguments_sha256=r[11],
-            tool_sha256=r[12],
-            approval_id=r[13],
-            model_result=_load(r[14]),
-            protected_audit=_load(r[15]),
-            started_at=r[16],
-            finished_at=r[17],
-            result_sha256=r[18],
-            call_binding_sha256=r[19],
-        )
-
-    def _apr_from_row(self, r: Sequence[Any]) -> ApprovalRecord:
-        keys = [c.strip() for c in self._APR_COLUMNS.split(",")]
-        return ApprovalRecord(**dict(zip(keys, r, strict=True)))

@@ -1,0 +1,169 @@
+"""Records to table rows and back: the column lists and the one place that maps them.
+
+The audit log records each row write under these column names, so the mapping is kept in one
+module that the store and the audit checks agree on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from toolloop_cli.engine.records import (
+    ApprovalRecord,
+    CallRecord,
+    Counters,
+    Guards,
+    OperationRecord,
+)
+from toolloop_cli.engine.states import CallState, OpState
+
+OP_COLUMNS = (
+    "operation_id, state, task, provider, api_family, model, transport, adapter_revision, "
+    "tenant, subject, registry_name, registry_revision, registry_path, registry_sha256, "
+    "policy_revision, settings_json, source_json, guards_json, counters_json, current_turn, "
+    "final_text, reason, created_at, updated_at, deadline_at"
+)
+
+
+OP_NAMES = tuple(c.strip() for c in OP_COLUMNS.split(","))
+TRANSITION_NAMES = ("id", "operation_id", "kind", "call_id", "source", "target", "reason", "at")
+
+
+def dump(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def load(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+CALL_COLUMNS = (
+    "operation_id, turn_idx, seq, response_id, call_id, name, raw_arguments, arguments_json,"
+    " argument_error, state, idempotency_key, arguments_sha256, tool_sha256, approval_id,"
+    " model_result_json, protected_audit_json, started_at, finished_at, result_sha256,"
+    " call_binding_sha256"
+)
+CALL_NAMES = tuple(c.strip() for c in CALL_COLUMNS.split(","))
+
+APR_COLUMNS = (
+    "approval_id, operation_id, response_id, call_id, tool, tenant, requested_by, status,"
+    " arguments_sha256, policy_revision, tool_sha256, requested_at, expires_at, decided_by,"
+    " decided_at, reason"
+)
+APR_NAMES = tuple(c.strip() for c in APR_COLUMNS.split(","))
+
+
+def op_row(op: OperationRecord) -> tuple[Any, ...]:
+    return (
+        op.operation_id,
+        op.state.value,
+        op.task,
+        op.provider,
+        op.api_family,
+        op.model,
+        op.transport,
+        op.adapter_revision,
+        op.tenant,
+        op.subject,
+        op.registry_name,
+        op.registry_revision,
+        op.registry_path,
+        op.registry_sha256,
+        op.policy_revision,
+        dump(op.settings),
+        dump(op.source),
+        dump(op.guards.model_dump()),
+        dump(op.counters.model_dump()),
+        op.current_turn,
+        op.final_text,
+        op.reason,
+        op.created_at,
+        op.updated_at,
+        op.deadline_at,
+    )
+
+
+def op_from_row(r: Sequence[Any]) -> OperationRecord:
+    return OperationRecord(
+        operation_id=r[0],
+        state=OpState(r[1]),
+        task=r[2],
+        provider=r[3],
+        api_family=r[4],
+        model=r[5],
+        transport=r[6],
+        adapter_revision=r[7],
+        tenant=r[8],
+        subject=r[9],
+        registry_name=r[10],
+        registry_revision=r[11],
+        registry_path=r[12],
+        registry_sha256=r[13],
+        policy_revision=r[14],
+        settings=json.loads(r[15]),
+        source=json.loads(r[16]),
+        guards=Guards(**json.loads(r[17])),
+        counters=Counters(**json.loads(r[18])),
+        current_turn=r[19],
+        final_text=r[20],
+        reason=r[21],
+        created_at=r[22],
+        updated_at=r[23],
+        deadline_at=r[24],
+    )
+
+
+def call_row(c: CallRecord) -> tuple[Any, ...]:
+    return (
+        c.operation_id,
+        c.turn_idx,
+        c.seq,
+        c.response_id,
+        c.call_id,
+        c.name,
+        c.raw_arguments,
+        dump(c.arguments),
+        c.argument_error,
+        c.state.value,
+        c.idempotency_key,
+        c.arguments_sha256,
+        c.tool_sha256,
+        c.approval_id,
+        dump(c.model_result),
+        dump(c.protected_audit),
+        c.started_at,
+        c.finished_at,
+        c.result_sha256,
+        c.call_binding_sha256,
+    )
+
+
+def call_from_row(r: Sequence[Any]) -> CallRecord:
+    return CallRecord(
+        operation_id=r[0],
+        turn_idx=r[1],
+        seq=r[2],
+        response_id=r[3],
+        call_id=r[4],
+        name=r[5],
+        raw_arguments=r[6],
+        arguments=load(r[7]),
+        argument_error=r[8],
+        state=CallState(r[9]),
+        idempotency_key=r[10],
+        arguments_sha256=r[11],
+        tool_sha256=r[12],
+        approval_id=r[13],
+        model_result=load(r[14]),
+        protected_audit=load(r[15]),
+        started_at=r[16],
+        finished_at=r[17],
+        result_sha256=r[18],
+        call_binding_sha256=r[19],
+    )
+
+
+def apr_from_row(r: Sequence[Any]) -> ApprovalRecord:
+    return ApprovalRecord(**dict(zip(APR_NAMES, r, strict=True)))

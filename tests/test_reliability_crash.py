@@ -38,7 +38,7 @@ from harness.scenario import (
 from harness.signature import recording_commits, signature
 
 from toolloop_cli import failpoints
-from toolloop_cli.engine import calls
+from toolloop_cli.engine import executing as executing_step
 from toolloop_cli.engine.context import Deps, call_to
 from toolloop_cli.engine.records import CallRecord, OperationRecord
 from toolloop_cli.engine.states import CallState
@@ -300,11 +300,13 @@ def _run_batch_without_intent(
     """The loop without a write-ahead intent: the call is marked running with its result."""
     for call in batch:
         assert call.arguments is not None
-        execution = deps.toolbox.execute(call.name, call.arguments, calls._context(deps, op, call))
+        execution = deps.toolbox.execute(
+            call.name, call.arguments, executing_step._context(deps, op, call)
+        )
         deps.failpoint("after_effect_before_result_commit")
         with deps.store.transaction():
             running = call_to(deps, call, CallState.EXECUTING, "no intent")
-            calls._record_execution(deps, op, running, execution)
+            executing_step._record_execution(deps, op, running, execution)
     return op
 
 
@@ -313,7 +315,7 @@ def test_control_without_the_intent_write_the_harness_finds_a_repeated_effect(
 ) -> None:
     scenario = refund50_scenario(base)
     ref = reference_run(scenario, base, monkeypatch)
-    monkeypatch.setattr(calls, "_run_batch", _run_batch_without_intent)
+    monkeypatch.setattr(executing_step, "_run_batch", _run_batch_without_intent)
     # the 2nd..4th calls are refund drafts: a downstream with no idempotency of its own
     rows = pool_map(
         kill_case(scenario, base, ref),

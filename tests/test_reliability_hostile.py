@@ -31,7 +31,7 @@ from scripted import call, final, turn
 
 from toolloop_cli import operations
 from toolloop_cli.adapters.scripted import ScriptedTransport
-from toolloop_cli.engine import calls, envelopes
+from toolloop_cli.engine import envelopes, validating
 from toolloop_cli.engine.context import call_to
 from toolloop_cli.engine.ids import arguments_digest
 from toolloop_cli.engine.loop import StepResult
@@ -150,7 +150,10 @@ def _toolbox() -> RegistryToolbox:
 _ROOT = Path(__file__).resolve().parent.parent / "toolloop_cli"
 _NO_DYNAMIC_LOOKUP = [
     _ROOT / "tools" / "dispatcher.py",
-    _ROOT / "engine" / "calls.py",
+    _ROOT / "engine" / "validating.py",
+    _ROOT / "engine" / "approving.py",
+    _ROOT / "engine" / "executing.py",
+    _ROOT / "engine" / "sending.py",
     _ROOT / "engine" / "model_turn.py",
     _ROOT / "wiring.py",
     *(p for p in sorted((_ROOT / "adapters").glob("*.py")) if p.name != "__init__.py"),
@@ -297,7 +300,7 @@ def test_the_byte_cap_is_applied_before_parsing_within_4x_the_cap(label: str) ->
     deps = SimpleNamespace(toolbox=_toolbox())  # the check needs no more than the toolbox
     tracemalloc.start()
     try:
-        checked, problem = calls._argument_problem(deps, tool, proposed)  # type: ignore[arg-type]
+        checked, problem = validating._argument_problem(deps, tool, proposed)  # type: ignore[arg-type]
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -491,12 +494,10 @@ def test_an_injected_instruction_cannot_skip_the_approval(
 def test_control_an_auto_approving_policy_lets_the_injection_through(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from toolloop_cli.engine import calls as steps
-
     def approve_everything(deps: Any, op: Any, call_: Any, tool: Any) -> None:
         call_to(deps, call_, CallState.APPROVED, "auto")
 
-    monkeypatch.setattr(steps, "_request_approval", approve_everything)
+    monkeypatch.setattr(validating, "_request_approval", approve_everything)
     (tmp_path / "notes.json").write_text(json.dumps({"n": INJECTIONS[0]}))
     answers: list[Callable[..., Any] | dict[str, Any]] = [
         turn(call("lookup", {"note_id": "n"})),

@@ -174,11 +174,11 @@ def test_control_without_a_stable_key_a_made_payment_is_reported_failed(
 ) -> None:
     """The oracle can fail: without one key per intent, a payment that happened is reported
     as failed (the lookup under a fresh key finds nothing), so the model would pay again."""
-    from toolloop_cli.engine import calls as steps
+    from toolloop_cli.engine import executing
 
-    real_context = steps._context
+    real_context = executing._context
     monkeypatch.setattr(
-        steps,
+        executing,
         "_context",
         lambda deps, op, c: dataclasses.replace(
             real_context(deps, op, c), idempotency_key=f"idk_{random.random()}"

@@ -10,6 +10,7 @@ from typing import Any
 
 from toolloop_cli.audit.binding import CALL_FIELDS, OP_FIELDS, call_binding_sha256, result_sha256
 from toolloop_cli.audit.request_hash import RequestHasher
+from toolloop_cli.errors import StoreError
 
 from . import envelopes
 from .clock import SystemClock, iso
@@ -42,6 +43,13 @@ class Deps:
 
     def now_iso(self) -> str:
         return iso(self.clock.now())
+
+
+def turn_calls(deps: Deps, op: OperationRecord) -> list[CallRecord]:
+    """The calls of the operation's current turn; a call step without one is a broken store."""
+    if op.current_turn is None:
+        raise StoreError(f"operation {op.operation_id} has no current turn")
+    return deps.store.calls(op.operation_id, op.current_turn)
 
 
 def transition(

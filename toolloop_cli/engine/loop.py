@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from toolloop_cli.errors import ToolloopError
 
-from . import calls as call_steps, guards
+from . import approving, executing, guards, sending, validating
 from .context import Deps, stop
 from .model_turn import request_model
 from .records import OperationRecord
@@ -51,16 +51,16 @@ def step(deps: Deps, operation_id: str) -> StepResult:
         case OpState.MODEL_REQUESTED:
             op = request_model(deps, op)
         case OpState.VALIDATING:
-            op = call_steps.validate(deps, op)
+            op = validating.validate(deps, op)
         case OpState.WAITING_APPROVAL:
-            op, waiting = call_steps.collect_decisions(deps, op)
+            op, waiting = approving.collect_decisions(deps, op)
             if waiting:
                 deps.failpoint("after_step_commit")
                 return StepResult(source, op.state, op, waiting=waiting)
         case OpState.EXECUTING:
-            op = call_steps.execute(deps, op)
+            op = executing.execute(deps, op)
         case OpState.RESULTS_READY:
-            op = call_steps.send_back(deps, op)
+            op = sending.send_back(deps, op)
         case _:  # pragma: no cover - terminal states are handled above
             raise OperationTerminal(f"operation {operation_id} is {source.value}")
     # every step function returns right after its last commit: this is the boundary after it
@@ -93,7 +93,7 @@ def resume(
                 f"operation {operation_id} is ESCALATED ({op.reason}); nothing was run. "
                 "An operator may continue it with --force-continue"
             )
-        call_steps.force_continue(deps, op, decided_by or "an operator")
+        executing.force_continue(deps, op, decided_by or "an operator")
         deps.failpoint("after_force_continue_commit")
     elif is_terminal(op.state):
         raise OperationTerminal(

@@ -1,0 +1,100 @@
+"""WAITING_APPROVAL: a person's decision applies only to the call it was given for.
+
+An approval is pinned to the call's argument digest, the tool revision and the policy
+revision. Any of them changing while it waits refuses the resume before anything runs, so a
+decision is never carried over to a call the person did not see.
+"""
+
+from __future__ import annotations
+
+from toolloop_cli.errors import ApprovalError, TamperedStore
+
+from . import envelopes
+from .clock import iso, parse_iso
+from .context import Deps, call_to, transition, turn_calls
+from .ids import arguments_digest
+from .records import ApprovalRecord, CallRecord, OperationRecord
+from .states import CallState, OpState
+
+C = CallState
+
+
+def collect_decisions(deps: Deps, op: OperationRecord) -> tuple[OperationRecord, str | None]:
+    """Apply recorded decisions, re-validating each approved call; None when all are settled."""
+    waiting: list[str] = []
+    with deps.store.transaction():
+        now = deps.clock.now()
+        for call in turn_calls(deps, op):
+            if call.state is not C.WAITING_APPROVAL or call.approval_id is None:
+                continue
+            apr = deps.store.get_approval(call.approval_id)
+            expired = now >= parse_iso(apr.expires_at)
+            if apr.status == "PENDING" and not expired:
+                _check_pin(deps, call, apr)
+                waiting.append(apr.approval_id)
+            elif apr.status == "PENDING" or (apr.status == "APPROVED" and expired):
+                if apr.status == "PENDING":
+                    deps.store.decide_approval(apr.approval_id, "EXPIRED", None, iso(now), None)
+                call_to(
+                    deps,
+                    call,
+                    C.EXPIRED,
+                    "approval expired",
+                    model_result=envelopes.expired(apr.expires_at),
+                )
+            elif apr.status == "DENIED":
+                result = envelopes.denied(apr.decided_by, apr.reason)
+                call_to(deps, call, C.DENIED, f"denied by {apr.decided_by}", model_result=result)
+            elif apr.status == "APPROVED":
+                _revalidate(deps, call, apr)
+                call_to(deps, call, C.APPROVED, f"approved by {apr.decided_by}")
+            else:
+                raise TamperedStore(f"approval {apr.approval_id} has unknown status {apr.status!r}")
+        if waiting:
+            return op, "waiting for approval: " + ", ".join(waiting)
+        states = {c.state for c in turn_calls(deps, op)}
+        if C.APPROVED in states:
+            return transition(deps, op, OpState.EXECUTING, "decisions recorded"), None
+        return transition(deps, op, OpState.RESULTS_READY, "no approved call to run"), None
+
+
+def _revalidate(deps: Deps, call: CallRecord, apr: ApprovalRecord) -> None:
+    """Everything an approval was given for must still hold when the call is about to run."""
+    digest = arguments_digest(call.arguments)
+    if digest != apr.arguments_sha256 or digest != call.arguments_sha256:
+        raise TamperedStore(
+            f"call {call.call_id}: stored arguments no longer match the approved digest "
+            f"{apr.arguments_sha256}"
+        )
+    _check_pin(deps, call, apr)
+    assert call.arguments is not None
+    problems = deps.toolbox.validate(call.name, call.arguments)
+    if problems:
+        raise ApprovalError(f"call {call.call_id} no longer validates: {'; '.join(problems)}")
+
+
+def _check_pin(deps: Deps, call: CallRecord, apr: ApprovalRecord) -> None:
+    """The policy and the tool definition an approval is asked or given for must not change.
+
+    Tool hashes are over the parsed, canonical tool entry, so a re-ordered or re-formatted
+    registry passes; any change to the tool (schema, risk, handler, timeout…) or to the
+    policy revision refuses the resume before anything runs.
+    """
+    if call.tool_sha256 != apr.tool_sha256:
+        raise TamperedStore(
+            f"call {call.call_id} and approval {apr.approval_id} name different tool revisions"
+        )
+    if apr.policy_revision != deps.toolbox.policy_revision:
+        raise ApprovalError(
+            f"approval {apr.approval_id} was requested under policy {apr.policy_revision}, "
+            f"the registry now has {deps.toolbox.policy_revision}: the call was not run; "
+            "restore the registry, or deny the approval and resume"
+        )
+    tool = deps.toolbox.lookup(call.name)
+    if tool is None or tool.sha256 != apr.tool_sha256:
+        change = "was removed" if tool is None else f"changed (now {tool.sha256[:19]}…)"
+        raise ApprovalError(
+            f"tool {call.name} {change} in the registry since approval {apr.approval_id} "
+            "was requested: the call was not run; restore the registry, or deny the approval "
+            "and resume"
+        )

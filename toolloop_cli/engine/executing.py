@@ -1,0 +1,364 @@
+"""EXECUTING: the only step that runs tool handlers, so the one a crash can cut in half.
+
+A side-effecting call's intent (state EXECUTING, with its idempotency key) is committed
+before its handler starts and its result right after it returns, so a crash in between
+leaves a call that ``execute`` reconciles through the key instead of running it blindly.
+An operator's ``force_continue`` is here too: it settles unknown outcomes by the same
+reconciliation, through the same key.
+"""
+
+from __future__ import annotations
+
+from toolloop_cli.errors import ApprovalError
+
+from . import envelopes, guards, parallel
+from .clock import parse_iso
+from .context import Deps, call_to, save_counters, stop, transition, turn_calls
+from .records import CallRecord, OperationRecord
+from .states import CallState, OpState
+from .types import CallContext, ToolExecution
+
+C = CallState
+
+
+def execute(deps: Deps, op: OperationRecord) -> OperationRecord:
+    """Run every approved call of the turn; each intent and each result in its own commit."""
+    _refuse_drift(deps, op)
+    for call in turn_calls(deps, op):
+        if call.state is C.EXECUTING:  # left running by a crash: reconcile before anything new
+            op = _recover_call(deps, op, call)
+    approved = [c for c in turn_calls(deps, op) if c.state is C.APPROVED]
+    for batch in parallel.batches(approved, lambda c: _is_sequential(deps, c)):
+        late = guards.past_deadline(op, deps.clock.now())
+        if late is not None:
+            with deps.store.transaction():
+                return stop(deps, op, OpState.BUDGET_EXHAUSTED, late)
+        op = _run_batch(deps, op, batch)
+    with deps.store.transaction():
+        op = deps.store.get_operation(op.operation_id)
+        calls = turn_calls(deps, op)
+        unknown = [c.call_id for c in calls if c.state is C.UNKNOWN_OUTCOME]
+        if unknown:
+            reason = (
+                "outcome unknown for call(s) " + ", ".join(unknown) + ": the side effect may have "
+                "happened and the downstream could not confirm it; check it, then resume with "
+                "--force-continue"
+            )
+            return transition(deps, op, OpState.ESCALATED, reason)
+        escalations = [_escalation(c) for c in calls if _escalation(c)]
+        if escalations:
+            return transition(deps, op, OpState.ESCALATED, "; ".join(escalations))
+        return transition(deps, op, OpState.RESULTS_READY)
+
+
+def _refuse_drift(deps: Deps, op: OperationRecord) -> None:
+    """A call allowed under one tool definition never runs (or reconciles) under another."""
+    for call in turn_calls(deps, op):
+        if call.state not in (C.APPROVED, C.EXECUTING):
+            continue
+        tool = deps.toolbox.lookup(call.name)
+        if tool is None or tool.sha256 != call.tool_sha256:
+            change = "was removed from" if tool is None else "changed in"
+            raise ApprovalError(
+                f"tool {call.name} {change} the registry since call {call.call_id} was "
+                f"allowed under {call.tool_sha256}: nothing was run; restore the registry "
+                "to continue"
+            )
+
+
+def _is_sequential(deps: Deps, call: CallRecord) -> bool:
+    tool = deps.toolbox.lookup(call.name)
+    return tool is not None and tool.sequential
+
+
+def _escalation(call: CallRecord) -> str:
+    """The reason a handler gave when it asked for a person ('' when it did not)."""
+    audit = call.protected_audit or {}
+    if call.state is C.FAILED and audit.get("status") == "escalate":
+        return f"{call.name} ({call.call_id}) asked for a person: {audit.get('error')}"
+    return ""
+
+
+def _run_batch(deps: Deps, op: OperationRecord, batch: list[CallRecord]) -> OperationRecord:
+    """Commit the batch's intents, run the handlers concurrently, commit each result."""
+    with deps.store.transaction():
+        by_tool = dict(op.counters.tool_calls_by_tool)
+        started: list[CallRecord] = []
+        for call in batch:
+            by_tool[call.name] = by_tool.get(call.name, 0) + 1
+            now = deps.now_iso()
+            started.append(call_to(deps, call, C.EXECUTING, "intent committed", started_at=now))
+        counters = op.counters.model_copy(
+            update={
+                "tool_calls": op.counters.tool_calls + len(batch),
+                "tool_calls_by_tool": by_tool,
+            }
+        )
+        op = save_counters(deps, op, counters=counters)
+    deps.failpoint("after_intent_commit")
+
+    def work(call: CallRecord) -> ToolExecution:
+        assert call.arguments is not None
+        return deps.toolbox.execute(call.name, call.arguments, _context(deps, op, call))
+
+    for call, execution in parallel.run_all(started, work, op.guards.max_parallel):
+        deps.failpoint("after_effect_before_result_commit")
+        with deps.store.transaction():
+            _record_execution(deps, op, call, execution)
+        deps.failpoint("after_result_commit")
+    return op
+
+
+def _context(deps: Deps, op: OperationRecord, call: CallRecord) -> CallContext:
+    return CallContext(
+        operation_id=op.operation_id,
+        call_id=call.call_id,
+        idempotency_key=call.idempotency_key or "",
+        tenant=op.tenant,
+        subject=op.subject,
+        deadline=parse_iso(op.deadline_at).timestamp(),
+        timeout_ms=op.guards.tool_timeout_ms,
+        max_result_bytes=op.guards.max_result_bytes,
+    )
+
+
+def _recover_call(deps: Deps, op: OperationRecord, call: CallRecord) -> OperationRecord:
+    """A call left EXECUTING by a crash: reconcile a side effect, re-run a read."""
+    tool = deps.toolbox.lookup(call.name)
+    assert call.arguments is not None
+    if tool is not None and tool.side_effecting:
+        reconciled = deps.toolbox.reconcile(call.name, call.arguments, _context(deps, op, call))
+        if reconciled is not None:
+            with deps.store.transaction():
+                _record_reconciled(deps, op, call, reconciled)
+            deps.failpoint("after_recover_commit")
+            return op
+        if not tool.has_reconcile:
+            with deps.store.transaction():
+                call_to(
+                    deps,
+                    call,
+                    C.UNKNOWN_OUTCOME,
+                    "interrupted while running; the tool has no reconcile handler",
+                    protected_audit={"interrupted": True},
+                )
+            deps.failpoint("after_recover_commit")
+            return op
+    with deps.store.transaction():
+        call = call_to(deps, call, C.EXECUTING, "re-run: the downstream has no record of the key")
+    deps.failpoint("after_intent_commit")
+    assert call.arguments is not None
+    execution = deps.toolbox.execute(call.name, call.arguments, _context(deps, op, call))
+    deps.failpoint("after_effect_before_result_commit")
+    with deps.store.transaction():
+        _record_execution(deps, op, call, execution)
+    deps.failpoint("after_result_commit")
+    return op
+
+
+def _record_execution(
+    deps: Deps, op: OperationRecord, call: CallRecord, execution: ToolExecution
+) -> None:
+    audit: dict[str, object] = {
+        "status": execution.status,
+        "error": execution.error,
+        "result_bytes": execution.result_bytes,
+        "duration_ms": round(execution.duration_ms, 3),
+    }
+    done = deps.now_iso()
+    match execution.status:
+        case "ok":
+            call_to(
+                deps,
+                call,
+                C.SUCCEEDED,
+                None,
+                model_result=envelopes.ok(execution.value),
+                protected_audit=audit,
+                finished_at=done,
+            )
+        case "tool_error":
+            result = envelopes.error("tool_error", execution.error or "the tool reported an error")
+            call_to(
+                deps,
+                call,
+                C.FAILED,
+                "tool error",
+                model_result=result,
+                protected_audit=audit,
+                finished_at=done,
+            )
+        case "timed_out":
+            _record_timeout(deps, op, call, execution, audit, done)
+        case "result_too_large" | "invalid_result":
+            result = envelopes.error(execution.status, execution.error or execution.status)
+            call_to(
+                deps,
+                call,
+                C.FAILED,
+                execution.status,
+                model_result=result,
+                protected_audit=audit,
+                finished_at=done,
+            )
+        case "escalate":
+            why = execution.error or "the tool asked for a person"
+            result = envelopes.error("escalated", f"the call was stopped for a person: {why}")
+            call_to(
+                deps,
+                call,
+                C.FAILED,
+                "handler escalated",
+                model_result=result,
+                protected_audit=audit,
+                finished_at=done,
+            )
+        case "failed" if _side_effecting(deps, call):
+            # raised mid-flight (a dropped connection…): the effect may or may not have happened
+            _settle_unknown(deps, op, call, audit, "side effect interrupted", known_finished=True)
+        case _:
+            result = envelopes.error("tool_failed", "the tool failed; the operator has the details")
+            call_to(
+                deps,
+                call,
+                C.FAILED,
+                "handler raised",
+                model_result=result,
+                protected_audit=audit,
+                finished_at=done,
+            )
+
+
+def _record_timeout(
+    deps: Deps,
+    op: OperationRecord,
+    call: CallRecord,
+    execution: ToolExecution,
+    audit: dict[str, object],
+    done: str,
+) -> None:
+    if not _side_effecting(deps, call):
+        result = envelopes.error("timeout", execution.error or "the tool timed out")
+        call_to(
+            deps,
+            call,
+            C.TIMED_OUT,
+            "timed out",
+            model_result=result,
+            protected_audit=audit,
+            finished_at=done,
+        )
+        return
+    # the abandoned handler may still apply the effect: "no record yet" proves nothing
+    _settle_unknown(deps, op, call, audit, "side effect timed out", known_finished=False)
+
+
+def _unchanged(deps: Deps, call: CallRecord) -> bool:
+    """The call's tool is still in the registry, as it was when the call was allowed."""
+    tool = deps.toolbox.lookup(call.name)
+    return tool is not None and tool.sha256 == call.tool_sha256
+
+
+def _side_effecting(deps: Deps, call: CallRecord) -> bool:
+    tool = deps.toolbox.lookup(call.name)
+    return tool is not None and tool.side_effecting
+
+
+def _settle_unknown(
+    deps: Deps,
+    op: OperationRecord,
+    call: CallRecord,
+    audit: dict[str, object],
+    why: str,
+    *,
+    known_finished: bool,
+) -> None:
+    """A side effect whose handler did not answer: ask the downstream by the call's key.
+
+    Confirmed: RECONCILED with the downstream's saved result. No record of the key, and the
+    handler is known to have finished (it raised): the effect did not happen, FAILED. Anything
+    else (a timed-out handler may still apply it; no reconcile handler; the lookup failed)
+    cannot be told: UNKNOWN_OUTCOME, which stops the operation ESCALATED.
+    """
+    assert call.arguments is not None
+    reconciled = deps.toolbox.reconcile(call.name, call.arguments, _context(deps, op, call))
+    if reconciled is not None and reconciled.status == "ok":
+        _record_reconciled(deps, op, call, reconciled)
+        return
+    tool = deps.toolbox.lookup(call.name)
+    answer: object = "no record of the key"
+    if reconciled is not None:
+        answer = {"status": reconciled.status, "error": reconciled.error}
+    elif tool is None or not tool.has_reconcile:
+        answer = "the tool has no reconcile handler"
+    elif known_finished:
+        result = envelopes.error(
+            "tool_failed", "the tool failed and the downstream has no record of the request"
+        )
+        call_to(
+            deps,
+            call,
+            C.FAILED,
+            f"{why}; the downstream has no record of the key",
+            model_result=result,
+            protected_audit={**audit, "reconcile": answer},
+            finished_at=deps.now_iso(),
+        )
+        return
+    detail = {**audit, "reconcile": answer}
+    call_to(deps, call, C.UNKNOWN_OUTCOME, why, protected_audit=detail)
+
+
+def _record_reconciled(
+    deps: Deps, op: OperationRecord, call: CallRecord, reconciled: ToolExecution
+) -> None:
+    audit = {"reconciled": True, "status": reconciled.status, "error": reconciled.error}
+    if reconciled.status == "ok":
+        call_to(
+            deps,
+            call,
+            C.RECONCILED,
+            "downstream confirmed the key",
+            model_result=envelopes.ok(reconciled.value),
+            protected_audit=audit,
+            finished_at=deps.now_iso(),
+        )
+    elif call.state is C.EXECUTING:
+        call_to(deps, call, C.UNKNOWN_OUTCOME, "reconcile failed", protected_audit=audit)
+
+
+# -- operator decisions -------------------------------------------------------------------------
+
+
+def force_continue(deps: Deps, op: OperationRecord, decided_by: str) -> OperationRecord:
+    """An operator's audited decision to continue an ESCALATED operation.
+
+    Calls whose outcome is unknown are not run again: they are reconciled once more by their
+    key (RECONCILED if the downstream now confirms it), and the model is told the outcome of
+    the rest is unknown. Calls that never ran are run; otherwise the results go back.
+    """
+    why = f"forced continue by {decided_by} (was ESCALATED: {op.reason})"
+    calls = turn_calls(deps, op) if op.current_turn is not None else []
+    # the downstream may know by now: ask once more by the same key before giving up on it
+    answers = {
+        call.call_id: deps.toolbox.reconcile(call.name, call.arguments, _context(deps, op, call))
+        for call in calls
+        if call.state is C.UNKNOWN_OUTCOME and call.arguments is not None and _unchanged(deps, call)
+    }
+    with deps.store.transaction():
+        calls = turn_calls(deps, op) if op.current_turn is not None else []
+        for call in calls:
+            answer = answers.get(call.call_id)
+            if call.state is C.UNKNOWN_OUTCOME and answer is not None and answer.status == "ok":
+                _record_reconciled(deps, op, call, answer)
+            elif call.state is C.UNKNOWN_OUTCOME:
+                result = envelopes.error(
+                    "outcome_unknown",
+                    "the outcome of this call is unknown; an operator chose to continue "
+                    "without running it again",
+                )
+                call_to(deps, call, C.FAILED, why, model_result=result)
+        calls = turn_calls(deps, op) if op.current_turn is not None else []
+        if any(c.state in (C.APPROVED, C.EXECUTING) for c in calls):
+            return transition(deps, op, OpState.EXECUTING, why)
+        return transition(deps, op, OpState.RESULTS_READY, why)

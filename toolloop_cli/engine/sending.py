@@ -1,0 +1,53 @@
+"""RESULTS_READY: results reach the model only once they are re-bound to their calls.
+
+Apart from the steps that write results, so the check trusts nothing but the store: each
+result is recomputed from the committed call and operation before it is sent (docs/audit.md).
+"""
+
+from __future__ import annotations
+
+from toolloop_cli.audit.binding import check_result_set
+
+from . import envelopes
+from .context import Deps, call_binding_inputs, op_binding, transition, turn_calls
+from .records import OperationRecord
+from .states import CALL_HAS_RESULT, OpState
+from .types import ResultForModel
+
+
+def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
+    """Re-bind the turn's results to their calls, then queue the next model request.
+
+    The results are a table keyed by (response_id, call_id) that must match the turn's calls
+    one to one; each result's hash and binding are recomputed from the stored call and the
+    operation (audit.binding) and compared with those committed with it and with the audit
+    log. Any failure stops the operation ESCALATED before a request is sent: an integrity
+    failure needs a person, not a retry (docs/audit.md).
+    """
+    calls = turn_calls(deps, op)
+    results = [
+        ResultForModel(
+            response_id=call.response_id,
+            call_id=call.call_id,
+            name=call.name,
+            is_error=envelopes.is_error(call.model_result),
+            content=call.model_result,
+        )
+        for call in calls
+        if call.state in CALL_HAS_RESULT and call.model_result is not None
+    ]
+    problems = check_result_set(op_binding(op), [call_binding_inputs(c) for c in calls], results)
+    problems += [
+        f"the audit log holds another binding for call {c.call_id}"
+        for c in calls
+        if c.call_binding_sha256 is not None
+        and deps.store.audited_binding(c.operation_id, c.call_id) != c.call_binding_sha256
+    ]
+    if problems:
+        with deps.store.transaction():
+            reason = "results not sent: integrity check failed: " + "; ".join(problems)
+            return transition(deps, op, OpState.ESCALATED, reason)
+    items = deps.adapter.result_items(results)
+    with deps.store.transaction():
+        deps.store.append_items(op.operation_id, items)
+        return transition(deps, op, OpState.MODEL_REQUESTED, f"{len(calls)} result(s) sent back")

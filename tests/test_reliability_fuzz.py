@@ -28,6 +28,8 @@ from toolloop_cli.transcripts import load_cassette
 
 ROOT = Path(__file__).resolve().parent.parent
 SOAK = os.environ.get("TOOLLOOP_SOAK") == "1"
+#: the soak draws 50 000 answers per adapter: minutes, not the suite default
+pytestmark = pytest.mark.timeout(3600 if SOAK else 600)
 EXAMPLES = 50_000 if SOAK else 2000
 ENGINE_EXAMPLES = 1000 if SOAK else 60
 #: every provider adapter the package declares, by (provider, api family); the scripted one

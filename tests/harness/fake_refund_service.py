@@ -28,7 +28,7 @@ from typing import Any
 
 from toolloop_cli.tools.context import ToolContext, ToolError
 
-HANG_S = 0.15
+HANG_S = 0.6  # well past the tool's 250 ms timeout, even on a busy machine
 MAX_TRIES = 3
 
 

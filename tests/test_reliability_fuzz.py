@@ -214,6 +214,17 @@ _GARBAGE = st.one_of(
 )
 
 
+def _refund_options(api: tuple[str, str]) -> operations.RunOptions:
+    """The refund run through ``api``'s adapter, retrying a failed answer once."""
+    return operations.RunOptions(
+        task="refund ord_1001",
+        registry=ROOT / "registries" / "refunds.yaml",
+        provider=PROVIDER_OPTION[api],
+        model="m",
+        guard_overrides={"max_retries": 1},
+    )
+
+
 @pytest.mark.parametrize("api", APIS, ids="/".join)
 @settings(
     max_examples=ENGINE_EXAMPLES,
@@ -227,13 +238,7 @@ def test_garbage_from_the_model_ends_failed_or_incomplete_and_runs_nothing(
 ) -> None:
     folder = tmp_path_factory.mktemp("garbage")
     store = open_store(folder / "store.db")
-    options = operations.RunOptions(
-        task="refund ord_1001",
-        registry=ROOT / "registries" / "refunds.yaml",
-        provider=PROVIDER_OPTION[api],
-        model="m",
-        guard_overrides={"max_retries": 1},
-    )
+    options = _refund_options(api)
     transport = Garbage(body)
     result = operations.start(store, options, transport=transport)
     op = result.operation
@@ -260,13 +265,7 @@ def test_a_mutated_answer_never_crashes_the_engine(
     """Whatever the answer, the run ends in a state (or waits); no foreign error escapes."""
     folder = tmp_path_factory.mktemp("mutated")
     store = open_store(folder / "store.db")
-    options = operations.RunOptions(
-        task="refund ord_1001",
-        registry=ROOT / "registries" / "refunds.yaml",
-        provider=PROVIDER_OPTION[api],
-        model="m",
-        guard_overrides={"max_retries": 1},
-    )
+    options = _refund_options(api)
     result = operations.start(store, options, transport=Garbage(data.draw(mutated(api))))
     assert result.operation.state.value != "MODEL_REQUESTED"
     store.close()

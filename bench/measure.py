@@ -55,7 +55,7 @@ def run_floor(
 def _warm(api: str) -> None:
     """Import what the run will import, so the clock measures the loop, not module loading."""
     for name in (
-        "toolloop_cli.operations",
+        "toolloop_cli.service.operations",
         "toolloop_cli.tools.validation",
         "toolloop_cli.tools.dispatcher",
         "toolloop_cli.transcripts.transport",
@@ -73,7 +73,7 @@ def run_toolloop(api: str, turns: int, calls: int, folder: Path, from_file: bool
     in as the transport, so the figure is the loop's own cost.
     """
     _warm(api)
-    from toolloop_cli import operations
+    from toolloop_cli.service import operations
     from toolloop_cli.store import open_store
     from toolloop_cli.transcripts.cassette import load_cassette
     from toolloop_cli.transcripts.transport import ReplayTransport

@@ -24,12 +24,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from toolloop_cli import operations
 from toolloop_cli.audit.chain import walk
 from toolloop_cli.audit.hashing import GENESIS, seal
 from toolloop_cli.audit.verify import verify
+from toolloop_cli.service import approvals, operations
+from toolloop_cli.service.verify import read_rows, verify_store
 from toolloop_cli.store import open_store
-from toolloop_cli.verification import read_rows, verify_store
 
 ROOT = Path(__file__).resolve().parent.parent
 REGISTRY = ROOT / "registries" / "refunds.yaml"
@@ -53,7 +53,7 @@ def build(path: Path, count: int) -> None:
     for _ in range(count):
         op_id = operations.start(store, options, clock=clock).operation.operation_id
         (apr,) = store.pending_approvals()
-        operations.approve(store, apr.approval_id, "ops-lead", clock=clock)
+        approvals.approve(store, apr.approval_id, "ops-lead", clock=clock)
         operations.resume(store, op_id, clock=clock)
     store.close()
 

@@ -31,7 +31,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 from branch_answers import PROVIDERS, START, Item, Provider, Scripted, call, cut_call, say  # noqa: E402
 
-from toolloop_cli import operations  # noqa: E402
+from toolloop_cli.service import approvals, operations  # noqa: E402
 from toolloop_cli.store import open_store  # noqa: E402
 
 REGISTRY = ROOT / "registries" / "refunds.yaml"
@@ -215,7 +215,7 @@ def generate(branch: Branch, provider: Provider, out: Path) -> str:
             else:
                 for apr in store.approvals(op_id):
                     if apr.status == "PENDING":
-                        operations.approve(store, apr.approval_id, APPROVER, clock=clock)
+                        approvals.approve(store, apr.approval_id, APPROVER, clock=clock)
             result = operations.resume(store, op_id, clock=clock, transport=model)
         store.close()
     if result.target.value != branch.state or waits:

@@ -30,9 +30,9 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from toolloop_cli import operations  # noqa: E402
 from toolloop_cli.audit.canonical import canonical_bytes  # noqa: E402
 from toolloop_cli.engine.types import HttpRequest, HttpResponse  # noqa: E402
+from toolloop_cli.service import approvals, operations  # noqa: E402
 from toolloop_cli.store import open_store  # noqa: E402
 from toolloop_cli.transcripts.cassette import (  # noqa: E402
     Interaction,
@@ -448,7 +448,7 @@ def record(option: str, stream: bool) -> list[Interaction]:
         paused = operations.start(store, options, transport=recorder)
         op_id = paused.operation.operation_id
         (approval,) = store.pending_approvals()
-        operations.approve(store, approval.approval_id, "ops-lead")
+        approvals.approve(store, approval.approval_id, "ops-lead")
         done = operations.resume(store, op_id, transport=recorder)
         if done.operation.state.value != "COMPLETED":
             raise SystemExit(f"{option}: the refund flow ended {done.operation.state.value}")

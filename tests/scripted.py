@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from toolloop_cli import operations
 from toolloop_cli.adapters.scripted import Answer, ScriptedTransport
 from toolloop_cli.engine.loop import StepResult
+from toolloop_cli.service import operations
 from toolloop_cli.store import Store
 
 GUARDS = Path(__file__).parent / "fixtures" / "registries" / "guards.yaml"

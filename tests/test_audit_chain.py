@@ -11,13 +11,13 @@ import pytest
 from conftest import FakeClock
 from test_verify_cli import approval_of, start
 
-from toolloop_cli import operations
 from toolloop_cli.audit.binding import call_binding_sha256, result_sha256
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex
 from toolloop_cli.audit.hashing import chain_link
 from toolloop_cli.audit.verify import Report
+from toolloop_cli.service import approvals, operations
+from toolloop_cli.service.verify import verify_store
 from toolloop_cli.store import open_store
-from toolloop_cli.verification import verify_store
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def two_ops(store_path: Path, clock: FakeClock) -> tuple[str, str]:
     """A completed refund, then a second operation paused for approval (the chain's tail)."""
     store = open_store(store_path)
     first = start(store, clock)
-    operations.approve(store, approval_of(store, first), "ops-lead", clock=clock)
+    approvals.approve(store, approval_of(store, first), "ops-lead", clock=clock)
     operations.resume(store, first, clock=clock)
     second = start(store, clock)
     store.close()

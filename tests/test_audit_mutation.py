@@ -22,10 +22,11 @@ from conftest import FakeClock, json_out
 from test_verify_cli import demo_store
 from typer.testing import CliRunner
 
-from toolloop_cli.audit.verify import StoreRows, verify
+from toolloop_cli.audit.rows import StoreRows
+from toolloop_cli.audit.verify import verify
 from toolloop_cli.cli import app
+from toolloop_cli.service.verify import _Requests, read_rows
 from toolloop_cli.store import open_store
-from toolloop_cli.verification import _Requests, read_rows
 
 TABLES = ("operations", "turns", "calls", "approvals", "transitions", "conversation", "audit_log")
 

@@ -10,13 +10,13 @@ import pytest
 from conftest import FIXTURES, REGISTRY, TASK, FakeClock
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from toolloop_cli import operations
 from toolloop_cli.audit.binding import call_binding_sha256, check_result_set, result_sha256
 from toolloop_cli.engine.context import call_binding_inputs, op_binding
 from toolloop_cli.engine.records import CallRecord
 from toolloop_cli.engine.types import HttpRequest, HttpResponse, ResultForModel
+from toolloop_cli.service import operations
+from toolloop_cli.service.verify import verify_store
 from toolloop_cli.store import Store, open_store
-from toolloop_cli.verification import verify_store
 
 PARALLEL = FIXTURES / "openai" / "parallel.yaml"  # two get_order calls of the same shape
 

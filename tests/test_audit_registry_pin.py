@@ -11,10 +11,10 @@ import pytest
 import yaml
 from conftest import REFUND_OPENAI, REGISTRY, TASK, Invoke, json_out
 
-from toolloop_cli import operations
 from toolloop_cli.examples.refunds import ledger_refunds
+from toolloop_cli.service import operations
+from toolloop_cli.service.verify import verify_store
 from toolloop_cli.store import open_store
-from toolloop_cli.verification import verify_store
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from conftest import REFUND_OPENAI, REGISTRY, TASK, Invoke, json_out
 
 from toolloop_cli.examples.refunds import ledger_refunds
-from toolloop_cli.failpoints import FAILPOINTS
+from toolloop_cli.wiring.failpoints import FAILPOINTS
 
 
 def toolloop(

@@ -79,8 +79,8 @@ def test_token_budgets(store: Store, guard: str, limit: int, state: str) -> None
 def test_cost_budget_uses_the_price_table(store: Store, tmp_path: Path) -> None:
     from scripted import GUARDS
 
-    from toolloop_cli import operations
     from toolloop_cli.adapters.scripted import ScriptedTransport
+    from toolloop_cli.service import operations
 
     prices = tmp_path / "prices.yaml"
     prices.write_text("models:\n  scripted-model: {input_per_mtok: 1000000, output_per_mtok: 0}\n")

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REFUND_OPENAI, REGISTRY, TASK, FakeClock, Invoke, json_out
 
-from toolloop_cli import operations
 from toolloop_cli.engine.records import Guards
 from toolloop_cli.examples.refunds import ledger_refunds
+from toolloop_cli.service import approvals, operations
 from toolloop_cli.store import open_store
 
 OPENAI = FIXTURES / "openai"
@@ -89,10 +89,9 @@ def test_invalid_calls_get_an_error_envelope_and_no_handler_runs(
 
 def test_an_extra_property_is_invalid(tmp_path: Path, store_path: Path) -> None:
     from toolloop_cli.tools.registry import load_registry
-    from toolloop_cli.tools.validation import validate_arguments
 
     tool = load_registry(REGISTRY).tools["get_order"]
-    problems = validate_arguments(tool, {"order_id": "ord_1", "force": True})
+    problems = tool.argument_violations({"order_id": "ord_1", "force": True})
     assert problems and "force" in problems[0]
 
 
@@ -145,7 +144,7 @@ def test_resume_after_expiry_marks_the_call_expired_and_runs_nothing(
     op_id = paused.operation.operation_id
     (apr,) = store.pending_approvals()
     clock.advance(3599)
-    operations.approve(store, apr.approval_id, "ops-lead", clock=clock)
+    approvals.approve(store, apr.approval_id, "ops-lead", clock=clock)
     clock.advance(2)  # approved in time, resumed after expiry
     done = operations.resume(store, op_id, clock=clock)
     submit = next(c for c in store.calls(op_id) if c.name == "submit_refund")
@@ -166,7 +165,7 @@ def test_an_undecided_approval_expires_on_resume(store_path: Path, clock: FakeCl
     (apr,) = store.approvals(op_id)
     assert apr.status == "EXPIRED"
     with pytest.raises(Exception, match="already EXPIRED"):
-        operations.approve(store, apr.approval_id, "ops-lead", clock=clock)
+        approvals.approve(store, apr.approval_id, "ops-lead", clock=clock)
 
 
 def test_deciding_after_expiry_is_refused(store_path: Path, clock: FakeClock) -> None:
@@ -176,7 +175,7 @@ def test_deciding_after_expiry_is_refused(store_path: Path, clock: FakeClock) ->
     (apr,) = store.pending_approvals()
     clock.advance(3600)
     with pytest.raises(Exception, match="expired"):
-        operations.approve(store, apr.approval_id, "ops-lead", clock=clock)
+        approvals.approve(store, apr.approval_id, "ops-lead", clock=clock)
 
 
 def test_guards_are_persisted_with_the_operation(store_path: Path) -> None:

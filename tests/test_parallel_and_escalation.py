@@ -8,9 +8,9 @@ import pytest
 from conftest import Invoke, json_out
 from scripted import call, final, handler_log, run_script, turn
 
-from toolloop_cli import operations
 from toolloop_cli.adapters.scripted import ScriptedTransport
 from toolloop_cli.engine.loop import OperationTerminal
+from toolloop_cli.service import operations
 from toolloop_cli.store import Store, open_store
 
 

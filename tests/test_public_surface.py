@@ -79,7 +79,7 @@ FORBIDDEN = {
         "toolloop_cli.tools",
         "toolloop_cli.transcripts",
         "toolloop_cli.wiring",
-        "toolloop_cli.operations",
+        "toolloop_cli.service.operations",
     ),
     "adapters": (
         "typer",
@@ -108,12 +108,27 @@ FORBIDDEN = {
         "toolloop_cli.cli",
         "toolloop_cli.wiring",
     ),
-    "transcripts": ("typer", "rich", "toolloop_cli.store", "toolloop_cli.cli"),
+    "transcripts": (
+        "typer",
+        "rich",
+        "toolloop_cli.store",
+        "toolloop_cli.cli",
+        "toolloop_cli.service",
+        "toolloop_cli.replay",
+        "toolloop_cli.wiring",
+    ),
+    # the composition root builds what operations run with; the layers above it use it
+    "wiring": ("typer", "rich", "toolloop_cli.cli", "toolloop_cli.service", "toolloop_cli.replay"),
+    # the replay feature sits under the library API
+    "replay": ("typer", "rich", "toolloop_cli.cli", "toolloop_cli.service"),
+    # the library API behind the commands prints nothing
+    "service": ("typer", "rich", "toolloop_cli.cli"),
 }
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_imports_point_inward(package: str) -> None:
+    """Every import, function-local and ``TYPE_CHECKING`` ones included, points inward."""
     bad = []
     for path in (PACKAGE / package).rglob("*.py"):
         for module in _imports(path):
@@ -131,3 +146,89 @@ def test_only_the_cli_prints_or_imports_rich() -> None:
         if "import rich" in source or "from rich" in source or "import typer" in source:
             offenders.append(str(path.relative_to(PACKAGE)))
     assert offenders == []
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_edges() -> dict[str, set[str]]:
+    """Module -> the toolloop_cli modules it imports anywhere in its source (not packages)."""
+    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    packages = {_module_name(path) for path in PACKAGE.rglob("__init__.py")}
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = name.split(".")
+                    anchor = anchor if is_package else anchor[:-1]
+                    anchor = anchor[: len(anchor) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            for target in targets:
+                if target in modules and target not in packages and target != name:
+                    found.add(target)
+        edges[name] = found
+    return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(edges.get(node, ())):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    """No two modules import each other, directly or round a circle, even inside functions."""
+    edges = _import_edges()
+    assert "toolloop_cli.service.operations" in edges  # the walk sees the package
+    assert _cycles(edges) == []
+
+
+def test_the_cycle_check_finds_a_circle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_at_most_two_loose_top_level_modules() -> None:
+    """Layers live in folders; only the foundations sit at the top (beside ``__init__``)."""
+    loose = sorted(
+        p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")
+    )
+    assert loose == ["errors.py", "strict_json.py"]

@@ -28,11 +28,11 @@ from harness.scenario import MOMENT, FixedClock
 from hypothesis import HealthCheck, given, settings, strategies as st
 from typer.testing import CliRunner
 
-from toolloop_cli import operations
 from toolloop_cli.cli import app
 from toolloop_cli.engine.states import OpState
 from toolloop_cli.errors import AlreadyDecided, ApprovalError, OperationNotFound
 from toolloop_cli.examples.refunds import ledger_refunds
+from toolloop_cli.service import approvals, operations
 from toolloop_cli.store import Store, open_store
 
 SOAK = os.environ.get("TOOLLOOP_SOAK") == "1"
@@ -57,7 +57,7 @@ def scratch() -> Iterator[Path]:
 
 def _decide(
     store_path: Path,
-    approvals: list[str],
+    approval_ids: list[str],
     worker: int,
     barrier: Any,
     out: Any,
@@ -67,7 +67,7 @@ def _decide(
         store = open_store(store_path)
         runner = CliRunner()
         subject = ("ops-lead", "finance")[worker % 2]
-        for trial, apr in enumerate(approvals):
+        for trial, apr in enumerate(approval_ids):
             deny = trial % 2 == 1 and worker % 2 == 1  # odd trials: approve against deny
             barrier.wait(timeout=60)
             if trial % 10 == 0:  # through the command line: exit code and stderr lines
@@ -77,7 +77,7 @@ def _decide(
                 out.put((trial, worker, f"exit {result.exit_code}", lines))
                 continue
             try:
-                operations.approve(store, apr, subject, deny=deny)
+                approvals.approve(store, apr, subject, deny=deny)
                 out.put((trial, worker, "ok", []))
             except AlreadyDecided as exc:
                 out.put((trial, worker, "already", [str(exc)]))
@@ -92,12 +92,12 @@ def test_concurrent_decisions_on_one_approval_write_exactly_one(scratch: Path) -
     tmp_path = Path(tempfile.mkdtemp(dir=scratch))
     store_path = tmp_path / "store.db"
     store = open_store(store_path)
-    op_id, approvals = many_waiting_refunds(store, TRIALS)
+    op_id, approval_ids = many_waiting_refunds(store, TRIALS)
     store.close()
     ctx = multiprocessing.get_context("fork")
     barrier, out = ctx.Barrier(WORKERS), ctx.Queue()
     workers = [
-        ctx.Process(target=_decide, args=(store_path, approvals, w, barrier, out))
+        ctx.Process(target=_decide, args=(store_path, approval_ids, w, barrier, out))
         for w in range(WORKERS)
     ]
     for w in workers:
@@ -129,7 +129,7 @@ def test_concurrent_decisions_on_one_approval_write_exactly_one(scratch: Path) -
             assert all(len(lines) == 1 and "already" in lines[0] for lines in losers)
         else:
             assert kinds == ["already"] * (WORKERS - 1) + ["ok"], (trial, kinds)
-        apr = store.get_approval(approvals[trial])
+        apr = store.get_approval(approval_ids[trial])
         assert apr.status in ("APPROVED", "DENIED") and apr.decided_by
         assert decided_calls[apr.call_id] == 1
         assert refused[apr.call_id] == WORKERS - 1
@@ -148,7 +148,7 @@ def test_control_a_decision_without_the_pending_check_is_written_twice(
     """The contention test can fail: drop the compare-and-set and a second decision lands."""
     store = open_store(tmp_path / "store.db")
     _, (apr, *_) = many_waiting_refunds(store, 1)
-    operations.approve(store, apr, "ops-lead")
+    approvals.approve(store, apr, "ops-lead")
 
     def blind(approval_id: str, status: str, by: str | None, at: str, reason: str | None) -> None:
         store.conn.execute(
@@ -157,8 +157,8 @@ def test_control_a_decision_without_the_pending_check_is_written_twice(
         )
 
     monkeypatch.setattr(store, "decide_approval", blind)
-    monkeypatch.setattr(operations, "_check_decision", lambda *a: None)
-    operations.approve(store, apr, "finance", deny=True)
+    monkeypatch.setattr(approvals, "_check_decision", lambda *a: None)
+    approvals.approve(store, apr, "finance", deny=True)
     assert store.get_approval(apr).status == "DENIED"  # the first decision was overwritten
 
 
@@ -193,7 +193,7 @@ def _decide_then_resume(
     try:
         clock = FakeClock(MOMENT + decide_at)
         try:
-            operations.approve(store, apr, "ops-lead", clock=clock)
+            approvals.approve(store, apr, "ops-lead", clock=clock)
             accepted = True
         except ApprovalError as exc:
             assert "expired at" in str(exc)
@@ -241,7 +241,7 @@ def test_an_expired_approval_stays_expired_when_the_clock_steps_back(
     operations.resume(store, op_id, clock=late)
     assert store.get_approval(apr).status == "EXPIRED"
     with pytest.raises(AlreadyDecided):
-        operations.approve(store, apr, "ops-lead", clock=FakeClock(MOMENT - timedelta(hours=1)))
+        approvals.approve(store, apr, "ops-lead", clock=FakeClock(MOMENT - timedelta(hours=1)))
     assert ledger_refunds(tmp_path / "case" / "payments.db") == []
 
 
@@ -287,7 +287,7 @@ def _matrix(store_path: Path, repeat: int) -> list[str]:
                 allowed = (caller, subject) == (owner, "ops-lead")
                 before = len(refused_records(store, op_id))
                 try:
-                    operations.approve(store, apr, subject, tenant=caller, clock=FixedClock())
+                    approvals.approve(store, apr, subject, tenant=caller, clock=FixedClock())
                     outcome = "decided"
                 except (ApprovalError, OperationNotFound) as exc:
                     outcome = type(exc).__name__

@@ -37,12 +37,12 @@ from harness.scenario import (
 )
 from harness.signature import recording_commits, signature
 
-from toolloop_cli import failpoints
 from toolloop_cli.engine import executing as executing_step
 from toolloop_cli.engine.context import Deps, call_to
 from toolloop_cli.engine.records import CallRecord, OperationRecord
 from toolloop_cli.engine.states import CallState
 from toolloop_cli.store import open_store
+from toolloop_cli.wiring import failpoints
 
 SOAK = os.environ.get("TOOLLOOP_SOAK") == "1"
 pytestmark = pytest.mark.timeout(3600 if SOAK else 900)

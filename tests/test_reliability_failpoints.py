@@ -1,6 +1,6 @@
 """Every commit of the engine is followed by a named failpoint (plan: "every commit() site").
 
-A commit site is a ``with <store>.transaction():`` block in ``engine/`` or ``operations.py``.
+A commit site is a ``with <store>.transaction():`` block in ``engine/`` or ``service/``.
 It is covered when the statement right after it is a failpoint (or a ``raise``: nothing more
 happens), or when the block returns and its function is a step that ``loop.step`` follows
 with ``after_step_commit``, or a function every caller of which hits a failpoint next.
@@ -12,10 +12,10 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from toolloop_cli import failpoints
+from toolloop_cli.wiring import failpoints
 
 PACKAGE = Path(__file__).resolve().parent.parent / "toolloop_cli"
-SOURCES = [*sorted((PACKAGE / "engine").glob("*.py")), PACKAGE / "operations.py"]
+SOURCES = [*sorted((PACKAGE / "engine").glob("*.py")), *sorted((PACKAGE / "service").glob("*.py"))]
 
 
 def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from toolloop_cli import operations
 from toolloop_cli.adapters import ADAPTERS, get_adapter
 from toolloop_cli.engine.types import HttpRequest, HttpResponse, ModelTurn, TurnOutcome
 from toolloop_cli.errors import AdapterError
+from toolloop_cli.service import operations
 from toolloop_cli.store import open_store
 from toolloop_cli.transcripts import load_cassette
 

@@ -29,7 +29,6 @@ from harness.scenario import write_cassette
 from hypothesis import given, settings, strategies as st
 from scripted import call, final, turn
 
-from toolloop_cli import operations
 from toolloop_cli.adapters.scripted import ScriptedTransport
 from toolloop_cli.engine import envelopes, validating
 from toolloop_cli.engine.context import call_to
@@ -37,9 +36,9 @@ from toolloop_cli.engine.ids import arguments_digest
 from toolloop_cli.engine.loop import StepResult
 from toolloop_cli.engine.records import CallRecord
 from toolloop_cli.engine.states import CallState, OpState
-from toolloop_cli.limits import MAX_ARGUMENT_BYTES
+from toolloop_cli.service import approvals, operations
 from toolloop_cli.store import Store, open_store
-from toolloop_cli.strict_json import parse_arguments
+from toolloop_cli.strict_json import MAX_ARGUMENT_BYTES, parse_arguments
 from toolloop_cli.tools.registry import load_registry
 from toolloop_cli.transcripts.cassette import load_cassette
 from toolloop_cli.transcripts.transport import ReplayTransport
@@ -155,7 +154,7 @@ _NO_DYNAMIC_LOOKUP = [
     _ROOT / "engine" / "executing.py",
     _ROOT / "engine" / "sending.py",
     _ROOT / "engine" / "model_turn.py",
-    _ROOT / "wiring.py",
+    _ROOT / "wiring" / "__init__.py",
     *(p for p in sorted((_ROOT / "adapters").glob("*.py")) if p.name != "__init__.py"),
 ]
 
@@ -409,7 +408,7 @@ def test_what_a_handler_receives_is_what_was_validated_and_hashed(
     result = run(store, turn(call("refund", raw)), final())
     op_id = result.operation.operation_id
     (apr,) = store.pending_approvals()
-    operations.approve(store, apr.approval_id, "ops-lead")
+    approvals.approve(store, apr.approval_id, "ops-lead")
     operations.resume(store, op_id, transport=ScriptedTransport([final()]))
     (received,) = effects(tmp_path)
     (c,) = first_turn_calls(store, op_id)
@@ -486,7 +485,7 @@ def test_an_injected_instruction_cannot_skip_the_approval(
     (apr,) = store.pending_approvals()
     assert apr.call_id == c.call_id and apr.arguments_sha256 == arguments_digest(c.arguments)
     assert c.arguments == {"order_id": "ord_1", "amount_cents": amount}  # shown exactly
-    operations.approve(store, apr.approval_id, "ops-lead", deny=True, reason="injected")
+    approvals.approve(store, apr.approval_id, "ops-lead", deny=True, reason="injected")
     operations.resume(store, op_id, transport=ScriptedTransport([final()]))
     assert effects(tmp_path) == []
 

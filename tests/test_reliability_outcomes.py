@@ -23,10 +23,10 @@ from harness import fake_refund_service as service
 from harness.children import pool_map
 from scripted import call, final, turn
 
-from toolloop_cli import operations
 from toolloop_cli.adapters.scripted import ScriptedTransport
 from toolloop_cli.engine.loop import OperationTerminal
 from toolloop_cli.engine.states import OpState
+from toolloop_cli.service import operations
 from toolloop_cli.store import Store, open_store
 
 SERVICE = Path(__file__).parent / "harness" / "service.yaml"

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scripted import call, final, turn
 
-from toolloop_cli import operations
 from toolloop_cli.adapters.scripted import ScriptedTransport
 from toolloop_cli.audit.binding import check_result_set
 from toolloop_cli.engine.context import call_binding_inputs, op_binding
 from toolloop_cli.engine.states import CALL_HAS_RESULT, OpState
 from toolloop_cli.engine.types import ResultForModel
+from toolloop_cli.service import operations
 from toolloop_cli.store import Store, open_store
 
 GUARDS = Path(__file__).parent / "fixtures" / "registries" / "guards.yaml"

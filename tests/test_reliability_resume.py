@@ -18,11 +18,11 @@ from harness.ops import waiting_refund
 from harness.scenario import REFUNDS, FixedClock
 from scripted import call, final, handler_log, run_script, turn
 
-from toolloop_cli import operations
 from toolloop_cli.adapters.scripted import ScriptedTransport
 from toolloop_cli.engine.loop import OperationTerminal
 from toolloop_cli.errors import ApprovalError
 from toolloop_cli.examples.refunds import ledger_refunds
+from toolloop_cli.service import approvals, operations
 from toolloop_cli.store import Store, open_store
 
 SOAK = os.environ.get("TOOLLOOP_SOAK") == "1"
@@ -109,7 +109,7 @@ def test_an_approved_call_is_not_run_after_its_registry_changed(
     registry = _drift(tmp_path, "none")
     store = open_store(tmp_path / "store.db")
     op_id, apr = waiting_refund(store, registry=registry)
-    operations.approve(store, apr, "ops-lead", clock=FixedClock())
+    approvals.approve(store, apr, "ops-lead", clock=FixedClock())
     _drift(tmp_path, change)
     with pytest.raises(ApprovalError, match="nothing was run|the call was not run"):
         operations.resume(store, op_id, clock=FixedClock())
@@ -123,7 +123,7 @@ def test_control_a_reordered_registry_is_not_drift(tmp_path: Path) -> None:
     registry = _drift(tmp_path, "none")
     store = open_store(tmp_path / "store.db")
     op_id, apr = waiting_refund(store, registry=registry)
-    operations.approve(store, apr, "ops-lead", clock=FixedClock())
+    approvals.approve(store, apr, "ops-lead", clock=FixedClock())
     _drift(tmp_path, "reordered")
     assert operations.resume(store, op_id, clock=FixedClock()).target.value == "COMPLETED"
     assert len(ledger_refunds(tmp_path / "payments.db")) == 1

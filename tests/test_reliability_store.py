@@ -32,10 +32,10 @@ from harness.scenario import FixedClock, drive, refund_scenario
 from harness.signature import recording_commits, signature
 from typer.testing import CliRunner
 
-from toolloop_cli import operations
 from toolloop_cli.cli import app
 from toolloop_cli.errors import StoreError
 from toolloop_cli.examples.refunds import ledger_refunds
+from toolloop_cli.service import approvals, operations
 from toolloop_cli.store import lease, open_store
 from toolloop_cli.store.db import BUSY_TIMEOUT_MS, connect
 from toolloop_cli.transcripts import cassette
@@ -52,7 +52,7 @@ def approved(tmp_path: Path) -> tuple[Path, str]:
     """A refund approved and ready to resume (the submit not yet run)."""
     store = open_store(tmp_path / "store.db")
     op_id, apr = waiting_refund(store)
-    operations.approve(store, apr, "ops-lead", clock=FixedClock())
+    approvals.approve(store, apr, "ops-lead", clock=FixedClock())
     store.close()
     return tmp_path / "store.db", op_id
 
@@ -236,7 +236,7 @@ def full_disk_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path,
     folder = tmp_path_factory.mktemp("disk-full")
     store = open_store(folder / "store.db")
     op_id, apr = waiting_refund(store)
-    operations.approve(store, apr, "ops-lead", clock=FixedClock())
+    approvals.approve(store, apr, "ops-lead", clock=FixedClock())
     store.close()
     template = folder / "template"
     shutil.copytree(folder, template)

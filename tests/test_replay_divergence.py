@@ -10,15 +10,15 @@ import pytest
 from conftest import ROOT
 
 from toolloop_cli.adapters.openai_responses import OpenAIResponsesAdapter
-from toolloop_cli.transcripts import Cassette, Interaction, RecordedRequest, RecordedResponse
-from toolloop_cli.transcripts.divergence import (
+from toolloop_cli.replay.divergence import (
     RecordedResult,
     compare_requests,
     result_list,
     results_in_request,
 )
-from toolloop_cli.transcripts.recorded_tools import execution_of
-from toolloop_cli.transcripts.split import split_conversations
+from toolloop_cli.replay.recorded_tools import execution_of
+from toolloop_cli.replay.split import split_conversations
+from toolloop_cli.transcripts import Cassette, Interaction, RecordedRequest, RecordedResponse
 
 OPENAI = ("openai", "responses")
 OK = '{"ok":true,"result":{"n":1}}'

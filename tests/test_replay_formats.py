@@ -15,7 +15,7 @@ import vcr
 import yaml
 from conftest import REFUND_OPENAI, REGISTRY, ROOT, TASK, Invoke, json_out
 
-from toolloop_cli import operations
+from toolloop_cli.service import approvals, operations
 from toolloop_cli.store import open_store
 
 HAPPY = ROOT / "transcripts" / "branches" / "openai" / "happy_path.yaml"
@@ -86,7 +86,7 @@ def test_a_cassette_vcrpy_recorded_replays(
     with vcr.use_cassette(str(cassette), record_mode="all", filter_headers=["authorization"]):
         first = operations.start(store, options)
         (apr,) = store.approvals(first.operation.operation_id)
-        operations.approve(store, apr.approval_id, "ops-lead")
+        approvals.approve(store, apr.approval_id, "ops-lead")
         done = operations.resume(store, first.operation.operation_id)
     assert done.target.value == "COMPLETED"
     written = yaml.safe_load(cassette.read_text())

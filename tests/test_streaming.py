@@ -23,11 +23,11 @@ from provider_helpers import (
     transcript,
 )
 
-from toolloop_cli import operations
 from toolloop_cli.adapters import _stream
 from toolloop_cli.adapters._stream import SSEEvent, SSEParser
 from toolloop_cli.engine.types import HttpRequest, HttpResponse, TurnOutcome
 from toolloop_cli.errors import AdapterError, MalformedProviderPayload
+from toolloop_cli.service import operations
 from toolloop_cli.store import open_store
 
 OPTIONS = list(PROVIDERS)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from conftest import REFUND_OPENAI, REGISTRY, TASK, FakeClock, Invoke, json_out
 
-from toolloop_cli import operations
+from toolloop_cli.service import approvals, operations
 from toolloop_cli.store import Store, open_store
 
 
@@ -26,11 +26,11 @@ def demo_store(path: Path, clock: FakeClock) -> dict[str, str]:
     store = open_store(path)
     ops: dict[str, str] = {}
     ops["completed"] = start(store, clock)
-    operations.approve(store, approval_of(store, ops["completed"]), "ops-lead", clock=clock)
+    approvals.approve(store, approval_of(store, ops["completed"]), "ops-lead", clock=clock)
     operations.resume(store, ops["completed"], clock=clock)
     ops["denied"] = start(store, clock)
     apr = approval_of(store, ops["denied"])
-    operations.approve(store, apr, "finance", deny=True, reason="customer is abroad", clock=clock)
+    approvals.approve(store, apr, "finance", deny=True, reason="customer is abroad", clock=clock)
     operations.resume(store, ops["denied"], clock=clock)
     ops["expired"] = start(store, clock)
     clock.advance(3600)

@@ -41,11 +41,12 @@ if TYPE_CHECKING:
         TranscriptError,
         UsageError,
     )
-    from toolloop_cli.operations import RunOptions, approve, resume, start, step
+    from toolloop_cli.service.approvals import approve
+    from toolloop_cli.service.operations import RunOptions, resume, start, step
+    from toolloop_cli.service.views import operation_view
     from toolloop_cli.store import Store, open_store
     from toolloop_cli.tools.context import Escalate, ToolContext, ToolError
     from toolloop_cli.tools.registry import Registry, load_registry
-    from toolloop_cli.views import operation_view
 
 _HOME: dict[str, str] = {
     "AdapterError": "toolloop_cli.errors",
@@ -61,7 +62,7 @@ _HOME: dict[str, str] = {
     "OperationTerminal": "toolloop_cli.engine.loop",
     "Registry": "toolloop_cli.tools.registry",
     "RegistryError": "toolloop_cli.errors",
-    "RunOptions": "toolloop_cli.operations",
+    "RunOptions": "toolloop_cli.service.operations",
     "StepResult": "toolloop_cli.engine.loop",
     "Store": "toolloop_cli.store",
     "StoreError": "toolloop_cli.errors",
@@ -71,13 +72,13 @@ _HOME: dict[str, str] = {
     "ToolloopError": "toolloop_cli.errors",
     "TranscriptError": "toolloop_cli.errors",
     "UsageError": "toolloop_cli.errors",
-    "approve": "toolloop_cli.operations",
+    "approve": "toolloop_cli.service.approvals",
     "load_registry": "toolloop_cli.tools.registry",
     "open_store": "toolloop_cli.store",
-    "operation_view": "toolloop_cli.views",
-    "resume": "toolloop_cli.operations",
-    "start": "toolloop_cli.operations",
-    "step": "toolloop_cli.operations",
+    "operation_view": "toolloop_cli.service.views",
+    "resume": "toolloop_cli.service.operations",
+    "start": "toolloop_cli.service.operations",
+    "step": "toolloop_cli.service.operations",
 }
 
 __all__ = [

@@ -1,9 +1,14 @@
-"""Strict JSON for provider payloads and tool arguments (a leaf: adapters and engine use it).
+"""Untrusted JSON text: strict parsing and the hard size ceilings (a leaf everything may use).
 
 Tool arguments decide what a side effect does, so they are parsed strictly and never repaired:
 NaN/Infinity, duplicate keys (which value would a handler see?), lone surrogates (no UTF-8
 form, so no canonical hash), excessive nesting and anything but an object at the top level
 are refused with a reason the engine turns into an INVALID call.
+
+A tool's ``max_argument_bytes`` is its cap; ``MAX_ARGUMENT_BYTES`` is the most any registry
+may set. Adapters refuse to parse argument text over the ceiling, so a hostile answer with
+megabytes of arguments costs the bytes the provider sent and nothing more: the engine then
+refuses it against the tool's own cap with the original text kept.
 """
 
 from __future__ import annotations
@@ -12,9 +17,31 @@ import json
 import math
 from typing import Any
 
-from toolloop_cli.limits import MAX_ARGUMENT_BYTES, utf8_size
+__all__ = [
+    "MAX_ARGUMENT_BYTES",
+    "MAX_DEPTH",
+    "StrictJSONError",
+    "parse_arguments",
+    "strict_loads",
+    "utf8_size",
+    "why",
+]
 
-__all__ = ["MAX_DEPTH", "StrictJSONError", "parse_arguments", "strict_loads", "why"]
+#: The largest ``max_argument_bytes`` a registry may declare (1 MiB).
+MAX_ARGUMENT_BYTES = 1 << 20
+
+_CHUNK = 256  # a slice and its bytes: at most 2 KiB at a time
+
+
+def utf8_size(text: str) -> int:
+    """Bytes of ``text`` in UTF-8 (lone surrogates as 3 bytes), encoded a little at a time."""
+    if text.isascii():
+        return len(text)
+    return sum(
+        len(text[i : i + _CHUNK].encode("utf-8", "surrogatepass"))
+        for i in range(0, len(text), _CHUNK)
+    )
+
 
 #: Deepest nesting accepted in a JSON value (arrays and objects).
 MAX_DEPTH = 64

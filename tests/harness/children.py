@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from toolloop_cli import failpoints
+from toolloop_cli.wiring import failpoints
 
 T = TypeVar("T")
 

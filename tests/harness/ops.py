@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from toolloop_cli import operations
 from toolloop_cli.adapters.scripted import ScriptedTransport
 from toolloop_cli.engine.states import OpState
+from toolloop_cli.service import operations
 from toolloop_cli.store import Store
 
 from .scenario import REFUND_OPENAI, REFUNDS, TASK, FixedClock

@@ -35,7 +35,7 @@ def verify_problems(path: Path) -> list[str]:
     if not path.exists():
         return problems
     try:
-        from toolloop_cli.verification import verify_store
+        from toolloop_cli.service.verify import verify_store
     except ImportError:  # pragma: no cover - before the verify command existed
         return problems
     store = open_store(path)

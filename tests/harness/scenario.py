@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from toolloop_cli import operations
 from toolloop_cli.engine.states import OpState, is_terminal
+from toolloop_cli.service import approvals, operations
 from toolloop_cli.store import open_store
 from toolloop_cli.transcripts.cassette import (
     Interaction,
@@ -195,7 +195,7 @@ def drive(store_path: Path, scenario: Scenario, *, max_rounds: int = 200) -> Dri
             done.state = op.state
             if op.state is OpState.WAITING_APPROVAL:
                 for apr in store.pending_approvals():
-                    operations.approve(store, apr.approval_id, scenario.approver, clock=clock)
+                    approvals.approve(store, apr.approval_id, scenario.approver, clock=clock)
             elif op.state is OpState.ESCALATED and not done.forced:
                 done.forced = True
             elif is_terminal(op.state):

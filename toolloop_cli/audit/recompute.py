@@ -8,20 +8,17 @@ rebuilt by a caller-supplied function (the adapters live outside this package).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from .binding import call_binding_sha256, result_sha256
 from .canonical import CanonicalJSONError, sha256_hex, sha256_of
 from .mismatch import Mismatch
-
-if TYPE_CHECKING:
-    from .verify import StoreRows
+from .rows import RequestCheck, StoreRows
 
 __all__ = ["recompute"]
 
 Row = Mapping[str, Any]
-RequestCheck = Callable[[Row, Row], str | None]
 
 
 class _Bad(ValueError):

@@ -13,43 +13,20 @@ naming the operation, call, table, row and field. What it checks (docs/audit.md)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .chain import Head, walk
 from .hashing import KINDS, Kind, key_text
 from .mismatch import Mismatch
 from .recompute import recompute
+from .rows import RequestCheck, Row, StoreRows
 
-__all__ = ["Report", "RequestCheck", "StoreRows", "verify"]
-
-#: (operation row, turn row) -> the request hash rebuilt from stored inputs, or None when
-#: the request cannot be rebuilt here (e.g. another adapter revision).
-RequestCheck = Callable[[Mapping[str, Any], Mapping[str, Any]], str | None]
+__all__ = ["Report", "verify"]
 
 #: Columns kept out of audit records (each is bound by a hash column instead).
 UNRECORDED = {"turns": frozenset({"response_body"})}
-
-Row = dict[str, Any]
-
-
-@dataclass
-class StoreRows:
-    """Every row of the audited tables, as plain dicts (``audit_log`` ordered by ``seq``)."""
-
-    operations: list[Row] = field(default_factory=list)
-    turns: list[Row] = field(default_factory=list)
-    calls: list[Row] = field(default_factory=list)
-    approvals: list[Row] = field(default_factory=list)
-    transitions: list[Row] = field(default_factory=list)
-    conversation: list[Row] = field(default_factory=list)
-    blobs: dict[str, Any] = field(default_factory=dict)
-    audit_log: list[Row] = field(default_factory=list)
-
-    def table(self, name: str) -> list[Row]:
-        rows: list[Row] = getattr(self, name)
-        return rows
 
 
 @dataclass

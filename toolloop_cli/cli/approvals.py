@@ -11,12 +11,14 @@ from rich.text import Text
 from .lazy import LazyModule
 
 if TYPE_CHECKING:
-    from toolloop_cli import operations, store as stores, views
+    from toolloop_cli import store as stores
     from toolloop_cli.engine import states
+    from toolloop_cli.service import approvals, operations, views
 else:
-    operations = LazyModule("toolloop_cli.operations")
+    approvals = LazyModule("toolloop_cli.service.approvals")
+    operations = LazyModule("toolloop_cli.service.operations")
     stores = LazyModule("toolloop_cli.store")
-    views = LazyModule("toolloop_cli.views")
+    views = LazyModule("toolloop_cli.service.views")
     states = LazyModule("toolloop_cli.engine.states")
 
 from . import render
@@ -41,7 +43,7 @@ def approve(
 
     def body() -> int:
         store = stores.open_store(store_path)
-        apr = operations.approve(
+        apr = approvals.approve(
             store, approval_id, subject, deny=deny, reason=reason, tenant=tenant
         )
         if then_resume:

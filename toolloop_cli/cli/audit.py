@@ -41,8 +41,8 @@ def verify(
     """Recompute every hash from the stored inputs and walk the audit chain; repair nothing."""
 
     def body() -> int:
+        from toolloop_cli.service.verify import verify_store
         from toolloop_cli.store import open_store
-        from toolloop_cli.verification import verify_store
 
         if not store_path.exists():
             raise UsageError(f"no store at {store_path}")

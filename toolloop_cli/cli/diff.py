@@ -11,9 +11,10 @@ from rich.text import Text
 from .lazy import LazyModule
 
 if TYPE_CHECKING:
-    from toolloop_cli import run_diff, store as stores
+    from toolloop_cli import store as stores
+    from toolloop_cli.service import diff as run_diff
 else:
-    run_diff = LazyModule("toolloop_cli.run_diff")
+    run_diff = LazyModule("toolloop_cli.service.diff")
     stores = LazyModule("toolloop_cli.store")
 
 from . import render

@@ -10,10 +10,11 @@ from rich.table import Table
 from .lazy import LazyModule
 
 if TYPE_CHECKING:
-    from toolloop_cli import store as stores, views
+    from toolloop_cli import store as stores
+    from toolloop_cli.service import views
 else:
     stores = LazyModule("toolloop_cli.store")
-    views = LazyModule("toolloop_cli.views")
+    views = LazyModule("toolloop_cli.service.views")
 
 from . import render
 from .exits import run_guarded

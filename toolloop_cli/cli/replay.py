@@ -12,11 +12,13 @@ from rich.text import Text
 from .lazy import LazyModule
 
 if TYPE_CHECKING:
-    from toolloop_cli import replay as replays, store as stores, views
+    from toolloop_cli import store as stores
+    from toolloop_cli.replay import run as replays
+    from toolloop_cli.service import views
 else:
-    replays = LazyModule("toolloop_cli.replay")
+    replays = LazyModule("toolloop_cli.replay.run")
     stores = LazyModule("toolloop_cli.store")
-    views = LazyModule("toolloop_cli.views")
+    views = LazyModule("toolloop_cli.service.views")
 
 from . import render
 from .exits import run_guarded

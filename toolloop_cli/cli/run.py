@@ -15,14 +15,16 @@ from toolloop_cli.errors import ToolloopError
 from .lazy import LazyModule
 
 if TYPE_CHECKING:
-    from toolloop_cli import operations, store as stores, views
+    from toolloop_cli import store as stores
     from toolloop_cli.engine.loop import StepResult
+    from toolloop_cli.service import approvals, operations, views
     from toolloop_cli.store import Store
     from toolloop_cli.tools import registry as registries
 else:
-    operations = LazyModule("toolloop_cli.operations")
+    approvals = LazyModule("toolloop_cli.service.approvals")
+    operations = LazyModule("toolloop_cli.service.operations")
     stores = LazyModule("toolloop_cli.store")
-    views = LazyModule("toolloop_cli.views")
+    views = LazyModule("toolloop_cli.service.views")
     registries = LazyModule("toolloop_cli.tools.registry")
 
 from . import render
@@ -231,7 +233,7 @@ def _ask_approvals(store: Store, result: StepResult) -> StepResult:
         if not who:
             return result
         deny = not typer.confirm("approve?", default=False)
-        operations.approve(store, apr.approval_id, who, deny=deny)
+        approvals.approve(store, apr.approval_id, who, deny=deny)
     return operations.resume(store, op_id, on_event=_progress(False))
 
 

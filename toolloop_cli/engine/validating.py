@@ -8,8 +8,7 @@ call that cannot run is answered with an error envelope the model can act on, ne
 from __future__ import annotations
 
 from toolloop_cli.audit.canonical import CanonicalJSONError
-from toolloop_cli.limits import utf8_size
-from toolloop_cli.strict_json import parse_arguments
+from toolloop_cli.strict_json import parse_arguments, utf8_size
 
 from . import envelopes, guards
 from .clock import iso, later

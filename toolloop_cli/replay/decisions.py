@@ -26,9 +26,9 @@ from toolloop_cli.engine.ports import Clock
 from toolloop_cli.engine.records import ApprovalRecord, OperationRecord
 from toolloop_cli.engine.states import OpState, is_terminal
 from toolloop_cli.errors import ToolloopError
+from toolloop_cli.replay.divergence import Divergence
 from toolloop_cli.store import Store
 from toolloop_cli.tools.registry import Policy
-from toolloop_cli.transcripts.divergence import Divergence
 
 __all__ = ["REPLAY_SUBJECT", "Decisions", "ReplayClock", "drive"]
 

@@ -4,8 +4,8 @@ Each conversation in the cassette becomes an operation in the store like any oth
 ``diff`` and ``verify`` work on it). Its model turns come from the recording; its tool results
 come from the registry's handlers (``live``, each replay in a fresh data folder) or from the
 recording itself (``recorded``: a ``RecordedToolbox`` built here, so the engine never knows it
-is replaying). How approvals are decided and time moves is in ``replay_decisions``;
-``diff`` (from ``run_diff``) compares two replays, operations or cassettes.
+is replaying). Its dependencies are built in ``replay.deps``; how approvals are decided and
+time moves is in ``replay.decisions``.
 """
 
 from __future__ import annotations
@@ -19,41 +19,36 @@ from typing import Any
 from toolloop_cli.engine.clock import SystemClock, iso, later, parse_iso
 from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ids import new_operation_id
-from toolloop_cli.engine.ports import Clock, Toolbox, Transport
+from toolloop_cli.engine.ports import Clock
 from toolloop_cli.engine.records import Counters, Guards, OperationRecord
 from toolloop_cli.engine.states import OpState
-from toolloop_cli.engine.types import JSONObject, ModelSettings, ToolSpec
+from toolloop_cli.engine.types import JSONObject, ModelSettings
 from toolloop_cli.errors import TranscriptError, UsageError
-from toolloop_cli.replay_decisions import Decisions, ReplayClock, drive
-from toolloop_cli.run_diff import DiffReport, diff
-from toolloop_cli.store import Store
-from toolloop_cli.tools.registry import Registry, load_registry
-from toolloop_cli.transcripts.cassette import Cassette, load_cassette
-from toolloop_cli.transcripts.divergence import (
+from toolloop_cli.replay.decisions import Decisions, ReplayClock, drive
+from toolloop_cli.replay.deps import Plan, meta_list, plan_deps, policy_toolbox
+from toolloop_cli.replay.divergence import (
     Divergence,
     compare_outcome,
     compare_requests,
 )
-from toolloop_cli.transcripts.record import METADATA_KEY
-from toolloop_cli.transcripts.recorded_tools import (
-    DeclaredTools,
-    RecordedToolbox,
+from toolloop_cli.replay.recorded_tools import (
     recorded_results,
     results_reader,
 )
-from toolloop_cli.transcripts.shapes import declared_tools, recorded_settings, task_text
-from toolloop_cli.transcripts.split import Conversation, Skipped, split_conversations
+from toolloop_cli.replay.shapes import recorded_settings, task_text
+from toolloop_cli.replay.split import Conversation, Skipped, split_conversations
+from toolloop_cli.store import Store
+from toolloop_cli.tools.registry import Registry, load_registry
+from toolloop_cli.transcripts.cassette import load_cassette
+from toolloop_cli.transcripts.record import METADATA_KEY
 from toolloop_cli.transcripts.transport import ReplayTransport
-from toolloop_cli.wiring import RegistryToolbox, deps_for, make_adapter
+from toolloop_cli.wiring import make_adapter
 
 __all__ = [
-    "DiffReport",
     "ReplayOptions",
     "ReplayReport",
     "ReplayedOperation",
-    "diff",
     "replay",
-    "replay_deps",
 ]
 
 RESULT_MODES = ("live", "recorded")
@@ -95,17 +90,6 @@ class ReplayReport:
         return any(op.divergences for op in self.operations)
 
 
-@dataclass
-class _Plan:
-    """One conversation to replay, and what the cassette says about it."""
-
-    cassette: Cassette
-    conversation: Conversation
-    meta: dict[str, Any]
-    registry: Registry | None
-    mode: str
-
-
 def replay(
     store: Store,
     options: ReplayOptions,
@@ -126,14 +110,14 @@ def replay(
     operations = []
     for index, conversation in enumerate(split.conversations):
         own = meta if isinstance(meta, dict) and len(split.conversations) == 1 else {}
-        plan = _Plan(cassette, conversation, own, registry, mode)
+        plan = Plan(cassette, conversation, own, registry, mode)
         operations.append(_replay_one(store, plan, index, options, clock, on_event))
     return ReplayReport(options.cassette, mode, operations, split.skipped)
 
 
 def _replay_one(
     store: Store,
-    plan: _Plan,
+    plan: Plan,
     index: int,
     options: ReplayOptions,
     clock: Clock | None,
@@ -141,7 +125,7 @@ def _replay_one(
 ) -> ReplayedOperation:
     engine_clock = clock or ReplayClock(_start_time(plan.meta))
     op = _new_operation(store, plan, index, options, engine_clock)
-    deps = _deps(store, op, plan, engine_clock, on_event, None)
+    deps = plan_deps(store, op, plan, engine_clock, on_event, None)
     with store.transaction():
         store.insert_operation(op)
         store.log_transition(op.operation_id, "operation", None, op.state.value, op.created_at)
@@ -173,7 +157,7 @@ def _start_time(meta: dict[str, Any]) -> datetime:
 
 
 def _new_operation(
-    store: Store, plan: _Plan, index: int, options: ReplayOptions, clock: Clock
+    store: Store, plan: Plan, index: int, options: ReplayOptions, clock: Clock
 ) -> OperationRecord:
     conversation, meta = plan.conversation, plan.meta
     first = conversation.interactions[0].request
@@ -190,7 +174,7 @@ def _new_operation(
     op_id = new_operation_id()
     now = clock.now()
     guards = _guards(meta, plan.registry)
-    toolbox = _policy_toolbox(plan, store.data_dir, clock)
+    toolbox = policy_toolbox(plan, store.data_dir, clock)
     source: JSONObject = {
         "replay": str(Path(plan.cassette.path).resolve()),
         "conversation": index,
@@ -253,111 +237,14 @@ def _guards(meta: dict[str, Any], registry: Registry | None) -> Guards:
         except ValueError as exc:
             raise TranscriptError(f"the recording's toolloop.guards are invalid: {exc}") from None
     if registry is not None:
-        from toolloop_cli.operations import build_guards
+        from toolloop_cli.wiring import build_guards
 
         return build_guards(registry, {})
     return Guards()
 
 
-def _policy_toolbox(plan: _Plan, data_dir: Path, clock: Clock) -> Toolbox:
-    """Lookup, validation and approval policy: the registry's, else the declared tools'."""
-    if plan.registry is not None:
-        return RegistryToolbox(plan.registry, data_dir, lambda: clock.now().timestamp())
-    body = plan.conversation.interactions[0].request.json()
-    specs = declared_tools(plan.conversation.api, body)
-    meta_tools = plan.meta.get("tools")
-    registry_meta = plan.meta.get("registry")
-    revision = registry_meta.get("policy_revision") if isinstance(registry_meta, dict) else None
-    ttl = plan.meta.get("approval_ttl_s")
-    return DeclaredTools(
-        specs,
-        _schema_check(specs),
-        meta_tools if isinstance(meta_tools, dict) else None,
-        policy_revision=str(revision or "recorded"),
-        approval_ttl_s=ttl if isinstance(ttl, int) else 3600,
-    )
-
-
-def _schema_check(specs: list[ToolSpec]) -> Callable[[str, JSONObject], list[str]]:
-    """Strict argument checks against the declared schemas (a broken schema checks nothing)."""
-    from toolloop_cli.tools.validation import compile_validator, schema_problem
-
-    validators = {
-        spec.name: compile_validator(spec.parameters)
-        for spec in specs
-        if schema_problem(spec.parameters) is None
-    }
-
-    def check(name: str, arguments: JSONObject) -> list[str]:
-        validator = validators.get(name)
-        if validator is None:
-            return []
-        errors = validator.iter_errors(arguments)
-        return sorted(f"{error.json_path}: {error.message}" for error in errors)
-
-    return check
-
-
-def _deps(
-    store: Store,
-    op: OperationRecord,
-    plan: _Plan,
-    clock: Clock,
-    on_event: Callable[[str, dict[str, object]], None] | None,
-    transport: Transport | None,
-) -> Deps:
-    conversation = plan.conversation
-    if transport is None:
-        recording = Cassette(plan.cassette.path, list(conversation.interactions), {})
-        transport = ReplayTransport(recording, conversation.api, start=op.counters.requests)
-    toolbox: Toolbox | None = None
-    if plan.mode == "recorded":
-        adapter = make_adapter(op.provider, op.api_family)
-        results = recorded_results(adapter, conversation)
-        states = {c["call_id"]: c["state"] for c in _meta_list(plan.meta, "calls")}
-        toolbox = RecordedToolbox(_policy_toolbox(plan, store.data_dir, clock), results, states)
-    return deps_for(
-        store,
-        op,
-        plan.registry,
-        clock=clock,
-        on_event=on_event,
-        transport=transport,
-        toolbox=toolbox,
-    )
-
-
-def _meta_list(meta: dict[str, Any], key: str) -> list[dict[str, Any]]:
-    value = meta.get(key)
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def replay_deps(
-    store: Store,
-    op: OperationRecord,
-    *,
-    clock: Clock | None = None,
-    on_event: Callable[[str, dict[str, object]], None] | None = None,
-    transport: Transport | None = None,
-) -> Deps:
-    """The dependencies to step or resume a replay operation, rebuilt from its source."""
-    source = op.source
-    cassette = load_cassette(source["replay"])
-    split = split_conversations(cassette)
-    index = int(source.get("conversation", 0))
-    if index >= len(split.conversations):
-        raise TranscriptError(
-            f"transcript {cassette.path} changed: it has no conversation {index + 1} any more"
-        )
-    meta = cassette.metadata.get(METADATA_KEY)
-    own = meta if isinstance(meta, dict) and len(split.conversations) == 1 else {}
-    registry = load_registry(op.registry_path) if source.get("tools") == "registry" else None
-    plan = _Plan(cassette, split.conversations[index], own, registry, str(source["results"]))
-    return _deps(store, op, plan, clock or SystemClock(), on_event, transport)
-
-
-def _decisions(plan: _Plan, options: ReplayOptions) -> Decisions:
-    recorded = {a["call_id"]: a for a in _meta_list(plan.meta, "approvals") if "call_id" in a}
+def _decisions(plan: Plan, options: ReplayOptions) -> Decisions:
+    recorded = {a["call_id"]: a for a in meta_list(plan.meta, "approvals") if "call_id" in a}
     answered: set[str] = set()
     if plan.mode == "recorded":
         adapter = make_adapter(*plan.conversation.api)
@@ -374,7 +261,7 @@ def _divergences(
     store: Store,
     deps: Deps,
     op_id: str,
-    plan: _Plan,
+    plan: Plan,
     options: ReplayOptions,
     waiting: str | None,
 ) -> list[Divergence]:
@@ -393,9 +280,7 @@ def _divergences(
     if plan.meta:
         op = store.get_operation(op_id)
         calls = {c.call_id: c.state.value for c in store.calls(op_id)}
-        recorded_calls = {
-            str(c["call_id"]): str(c["state"]) for c in _meta_list(plan.meta, "calls")
-        }
+        recorded_calls = {str(c["call_id"]): str(c["state"]) for c in meta_list(plan.meta, "calls")}
         state = plan.meta.get("state")
         found += compare_outcome(
             str(state) if state and not waiting else None,

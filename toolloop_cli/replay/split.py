@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolloop_cli.errors import TranscriptError
+from toolloop_cli.transcripts.cassette import Cassette, Interaction
 
-from .cassette import Cassette, Interaction
 from .shapes import Api, continues_from, conversation_items
 
 __all__ = ["Conversation", "Skipped", "Split", "split_conversations"]

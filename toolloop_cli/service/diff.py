@@ -15,8 +15,8 @@ from typing import Any
 
 from toolloop_cli.engine.compare import CallView, Difference, RunView, TurnView, compare_runs
 from toolloop_cli.errors import UsageError
+from toolloop_cli.service.views import operation_view
 from toolloop_cli.store import Store, open_store
-from toolloop_cli.views import operation_view
 
 __all__ = ["DiffReport", "diff", "run_view", "run_views"]
 
@@ -64,7 +64,7 @@ def run_views(store: Store, target: str) -> list[RunView]:
 
 
 def _cassette_views(path: Path) -> list[RunView]:
-    from toolloop_cli.replay import ReplayOptions, replay
+    from toolloop_cli.replay.run import ReplayOptions, replay
 
     with tempfile.TemporaryDirectory(prefix="toolloop-diff-") as folder:
         scratch = open_store(Path(folder) / "store.db")

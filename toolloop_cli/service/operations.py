@@ -1,4 +1,4 @@
-"""The library API behind the commands: start, step, resume, approve, and read operations.
+"""The library API behind ``run``, ``step`` and ``resume``: start and continue operations.
 
 Each function opens nothing and prints nothing: it is handed a store and returns records,
 so the CLI stays a thin layer and programs can drive toolloop without it.
@@ -6,43 +6,37 @@ so the CLI stays a thin layer and programs can drive toolloop without it.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from toolloop_cli import failpoints
 from toolloop_cli.engine import loop
-from toolloop_cli.engine.clock import SystemClock, iso, later, parse_iso
+from toolloop_cli.engine.clock import SystemClock, iso, later
 from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ids import new_operation_id
 from toolloop_cli.engine.ports import Clock, Transport
-from toolloop_cli.engine.records import ApprovalRecord, Counters, Guards, OperationRecord
+from toolloop_cli.engine.records import Counters, Guards, OperationRecord
 from toolloop_cli.engine.states import OpState, is_terminal
 from toolloop_cli.engine.types import ModelSettings
 from toolloop_cli.errors import (
-    AlreadyDecided,
     ApprovalError,
-    OperationNotFound,
-    RegistryError,
     UsageError,
 )
-from toolloop_cli.pricing import load_prices, price_for
 from toolloop_cli.store import Store, lease
-from toolloop_cli.tools.registry import Registry, load_registry
+from toolloop_cli.tools.registry import Registry
 from toolloop_cli.wiring import (
     PROVIDERS,
     base_url,
+    build_guards,
+    cached_registry,
     deps_for,
     flush_recording,
     live_transport,
     make_adapter,
     transcript_transport,
 )
+from toolloop_cli.wiring.pricing import load_prices, price_for
 
 EventSink = Callable[[str, dict[str, object]], None]
 
@@ -68,57 +62,6 @@ class RunOptions:
     record: Path | None = None
 
 
-#: registries already loaded, by (resolved path, sha256 of the file's bytes)
-_REGISTRIES: dict[tuple[str, str], Registry] = {}
-
-
-def _registry(path: str | Path) -> Registry:
-    """``load_registry``, once per file content: a run's approvals and resumes reuse it.
-
-    Keyed by the file's bytes, so an edited registry is loaded (and checked) afresh.
-    """
-    resolved = Path(path).resolve()
-    try:
-        digest = hashlib.sha256(resolved.read_bytes()).hexdigest()
-    except OSError:
-        return load_registry(path)  # it reports the problem
-    key = (str(resolved), digest)
-    cached = _REGISTRIES.get(key)
-    if cached is None:
-        if len(_REGISTRIES) >= 32:
-            _REGISTRIES.clear()
-        cached = _REGISTRIES[key] = load_registry(path)
-    return cached
-
-
-def build_guards(registry: Registry, overrides: dict[str, Any]) -> Guards:
-    """Built-in defaults, then the registry's ``defaults``, then the command-line flags."""
-    values: dict[str, Any] = {}
-    problems: list[tuple[str, str]] = []
-    for key, value in registry.defaults.items():
-        if key not in Guards.model_fields:
-            known = ", ".join(sorted(Guards.model_fields))
-            problems.append((f"defaults.{key}", f"unknown guard (known: {known})"))
-        else:
-            values[key] = value
-    if problems:
-        raise RegistryError(str(registry.path), problems)
-    try:
-        Guards(**values)
-    except ValidationError as exc:
-        raise RegistryError(str(registry.path), _guard_problems(exc, "defaults.")) from None
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return Guards(**values)
-    except ValidationError as exc:
-        first = _guard_problems(exc, "")[0]
-        raise UsageError(f"guard {first[0]}: {first[1]}") from None
-
-
-def _guard_problems(exc: ValidationError, prefix: str) -> list[tuple[str, str]]:
-    return [(prefix + ".".join(str(p) for p in err["loc"]), err["msg"]) for err in exc.errors()]
-
-
 def start(
     store: Store,
     options: RunOptions,
@@ -128,10 +71,11 @@ def start(
     transport: Transport | None = None,
 ) -> loop.StepResult:
     """Create an operation and run it until it ends or waits for a human."""
-    registry = _registry(options.registry)
-    if options.guards is None:
-        options.guards = build_guards(registry, options.guard_overrides)
-    op, transport = _new_operation(store, options, registry, clock or SystemClock(), transport)
+    registry = cached_registry(options.registry)
+    guards = options.guards or build_guards(registry, options.guard_overrides)
+    op, transport = _new_operation(
+        store, options, registry, guards, clock or SystemClock(), transport
+    )
     deps = deps_for(store, op, registry, clock=clock, on_event=on_event, transport=transport)
     with store.transaction():
         store.insert_operation(op)
@@ -162,6 +106,7 @@ def _new_operation(
     store: Store,
     options: RunOptions,
     registry: Registry,
+    guards: Guards,
     clock: Clock,
     transport: Transport | None,
 ) -> tuple[OperationRecord, Transport]:
@@ -188,7 +133,6 @@ def _new_operation(
     if options.record is not None:
         source["record"] = str(_record_path(options))
     adapter = make_adapter(provider, api_family, str(source.get("base_url") or "") or None)
-    guards = options.guards or Guards()
     price = price_for(model, load_prices(options.prices))
     if guards.max_cost_usd is not None and price is None:
         raise UsageError(
@@ -256,10 +200,10 @@ def open_operation(
     """The dependencies to step an existing operation, from what the store recorded."""
     op = store.get_operation(operation_id, tenant)
     if op.transport == "replay":
-        from toolloop_cli.replay import replay_deps
+        from toolloop_cli.replay.deps import replay_deps
 
         return replay_deps(store, op, clock=clock, on_event=on_event, transport=transport)
-    registry = _registry(op.registry_path)
+    registry = cached_registry(op.registry_path)
     return deps_for(store, op, registry, clock=clock, on_event=on_event, transport=transport)
 
 
@@ -304,7 +248,7 @@ def resume(
 def _check_operator(op: OperationRecord, decided_by: str | None) -> None:
     if not decided_by:
         raise UsageError("--force-continue is an operator's decision: say who with --as SUBJECT")
-    policy = _registry(op.registry_path).policy
+    policy = cached_registry(op.registry_path).policy
     if decided_by not in policy.approvers:
         raise ApprovalError(
             f"{decided_by} may not continue escalated operations under policy "
@@ -330,93 +274,3 @@ def _refuse_terminal(
             f"operation {operation_id} is already {op.state.value}: nothing to do, "
             "nothing was run" + (f" ({op.reason})" if op.reason else "")
         )
-
-
-def approve(
-    store: Store,
-    approval_id: str,
-    subject: str,
-    *,
-    deny: bool = False,
-    reason: str | None = None,
-    tenant: str | None = None,
-    clock: Clock | None = None,
-) -> ApprovalRecord:
-    """Record one human decision. The first decision stands; nothing runs until ``resume``.
-
-    Every refused decision (wrong approver, self-approval, expired, already decided, another
-    tenant's approval) is written to the transition log as ``approval_refused``, in its own
-    transaction, before the error is raised.
-    """
-    clock = clock or SystemClock()
-    now = clock.now()
-    try:
-        apr = store.get_approval(approval_id, tenant)
-    except OperationNotFound:
-        _refused_elsewhere(store, approval_id, subject, tenant, iso(now))
-        raise
-    try:
-        _check_decision(store, apr, subject, deny, now)
-        with store.transaction():
-            status = "DENIED" if deny else "APPROVED"
-            store.decide_approval(approval_id, status, subject, iso(now), reason)
-            store.log_transition(
-                apr.operation_id, "approval", "PENDING", status, iso(now), reason, apr.call_id
-            )
-        failpoints.failpoint("after_approval_commit")
-    except ApprovalError as exc:
-        _log_refusal(store, apr, f"{subject} (tenant {tenant or apr.tenant}): {exc}", iso(now))
-        raise
-    return store.get_approval(approval_id)
-
-
-def _check_decision(
-    store: Store, apr: ApprovalRecord, subject: str, deny: bool, now: datetime
-) -> None:
-    """Why ``subject`` may not decide ``apr`` now (an ``ApprovalError``), or nothing."""
-    op = store.get_operation(apr.operation_id)
-    policy = _registry(op.registry_path).policy
-    if subject not in policy.approvers:
-        allowed = ", ".join(policy.approvers) or "nobody"
-        raise ApprovalError(
-            f"{subject} may not decide approvals under policy {policy.revision} "
-            f"(approvers: {allowed})"
-        )
-    if policy.forbid_self_approval and subject == apr.requested_by:
-        raise ApprovalError(
-            f"{subject} started operation {apr.operation_id} and may not approve its own calls "
-            f"(policy {policy.revision} forbids self-approval)"
-        )
-    if apr.status != "PENDING":
-        raise AlreadyDecided(
-            f"approval {apr.approval_id} is already {apr.status}"
-            + (f" by {apr.decided_by}" if apr.decided_by else "")
-        )
-    if not deny and now >= parse_iso(apr.expires_at):
-        raise ApprovalError(
-            f"approval {apr.approval_id} expired at {apr.expires_at}; resume the operation to "
-            "tell the model, which may propose the call again"
-        )
-
-
-def _log_refusal(store: Store, apr: ApprovalRecord, why: str, at: str) -> None:
-    """The audited record of a refused decision (the approval itself is unchanged)."""
-    current = store.get_approval(apr.approval_id).status
-    with store.transaction():
-        store.log_transition(
-            apr.operation_id, "approval_refused", current, current, at, why, apr.call_id
-        )
-
-
-def _refused_elsewhere(
-    store: Store, approval_id: str, subject: str, tenant: str | None, at: str
-) -> None:
-    """A decision on another tenant's approval is refused as unknown, and logged on its owner."""
-    if tenant is None:
-        return  # no such approval at all: nothing to attach the record to
-    try:
-        apr = store.get_approval(approval_id)
-    except OperationNotFound:
-        return
-    why = f"{subject} (tenant {tenant}): approval belongs to another tenant"
-    _log_refusal(store, apr, why, at)

@@ -16,7 +16,8 @@ from typing import Any
 
 from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.audit.mismatch import Mismatch
-from toolloop_cli.audit.verify import Report, StoreRows, verify
+from toolloop_cli.audit.rows import StoreRows
+from toolloop_cli.audit.verify import Report, verify
 from toolloop_cli.engine.ports import ModelAdapter
 from toolloop_cli.engine.states import TERMINAL
 from toolloop_cli.engine.types import ModelSettings, ToolSpec

@@ -19,11 +19,6 @@ if TYPE_CHECKING:
         check_registry,
         load_registry,
     )
-    from toolloop_cli.tools.validation import (
-        argument_bytes_problem,
-        validate_arguments,
-        validate_result,
-    )
 
 __all__ = [
     "Escalate",
@@ -33,13 +28,10 @@ __all__ = [
     "ToolContext",
     "ToolDef",
     "ToolError",
-    "argument_bytes_problem",
     "check_registry",
     "execute",
     "load_registry",
     "reconcile",
-    "validate_arguments",
-    "validate_result",
 ]
 
 _HOME = {
@@ -54,9 +46,6 @@ _HOME = {
     "ToolDef": "registry",
     "check_registry": "registry",
     "load_registry": "registry",
-    "argument_bytes_problem": "validation",
-    "validate_arguments": "validation",
-    "validate_result": "validation",
 }
 
 

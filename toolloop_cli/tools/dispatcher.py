@@ -24,7 +24,6 @@ from typing import Any, Literal
 from toolloop_cli.audit.canonical import CanonicalJSONError, canonical_bytes
 from toolloop_cli.tools.context import Escalate, ToolContext, ToolError
 from toolloop_cli.tools.registry import Handler, ToolDef
-from toolloop_cli.tools.validation import validate_result
 
 __all__ = ["Execution", "ExecutionStatus", "execute", "reconcile"]
 
@@ -185,7 +184,7 @@ def _judge(
             "result_too_large", error=error, result_bytes=size, duration_ms=duration_ms
         )
     plain = json.loads(data)
-    violations = validate_result(tool, plain)
+    violations = tool.result_violations(plain)
     if violations:
         error = "result does not match result_schema: " + "; ".join(violations)
         return Execution("invalid_result", error=error, result_bytes=size, duration_ms=duration_ms)

@@ -23,9 +23,14 @@ from jsonschema.protocols import Validator
 from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.engine.types import ToolSpec
 from toolloop_cli.errors import RegistryError
-from toolloop_cli.limits import MAX_ARGUMENT_BYTES
+from toolloop_cli.strict_json import MAX_ARGUMENT_BYTES
 from toolloop_cli.tools.context import ToolContext
-from toolloop_cli.tools.validation import compile_validator, json_problems, schema_problem
+from toolloop_cli.tools.validation import (
+    compile_validator,
+    json_problems,
+    schema_problem,
+    violations,
+)
 
 __all__ = ["Policy", "Registry", "ToolDef", "check_registry", "load_registry"]
 
@@ -89,6 +94,14 @@ class ToolDef:
     def side_effecting(self) -> bool:
         """Anything but a read can change the world, so it needs an idempotency key."""
         return self.risk != "read"
+
+    def argument_violations(self, arguments: object) -> list[str]:
+        """Every violation of the tool's ``parameters`` schema, sorted; ``[]`` when valid."""
+        return violations(self.validator, arguments)
+
+    def result_violations(self, value: object) -> list[str]:
+        """Every violation of the ``result_schema``; ``[]`` when valid or when there is none."""
+        return [] if self.result_validator is None else violations(self.result_validator, value)
 
 
 @dataclass(frozen=True)

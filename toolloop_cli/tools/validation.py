@@ -10,25 +10,18 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 
-from toolloop_cli.limits import utf8_size
-
-if TYPE_CHECKING:
-    from toolloop_cli.tools.registry import ToolDef
-
 __all__ = [
     "StrictValidator",
-    "argument_bytes_problem",
     "compile_validator",
     "json_problems",
     "schema_problem",
-    "validate_arguments",
-    "validate_result",
+    "violations",
 ]
 
 #: a violation message longer than this is cut: it quotes the instance, which may be huge
@@ -89,27 +82,8 @@ def compile_validator(schema: dict[str, Any]) -> Validator:
     return StrictValidator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
-def validate_arguments(tool: ToolDef, arguments: object) -> list[str]:
-    """Every violation of the tool's ``parameters`` schema, sorted; ``[]`` when valid."""
-    return _violations(tool.validator, arguments)
-
-
-def validate_result(tool: ToolDef, value: object) -> list[str]:
-    """Every violation of the tool's ``result_schema``; ``[]`` when valid or when there is none."""
-    if tool.result_validator is None:
-        return []
-    return _violations(tool.result_validator, value)
-
-
-def argument_bytes_problem(tool: ToolDef, raw_arguments: str) -> str | None:
-    """Why the raw argument text is too large to even parse, or ``None``."""
-    size = utf8_size(raw_arguments)
-    if size > tool.max_argument_bytes:
-        return f"arguments are {size} bytes, over the limit of {tool.max_argument_bytes}"
-    return None
-
-
-def _violations(validator: Validator, instance: object) -> list[str]:
+def violations(validator: Validator, instance: object) -> list[str]:
+    """Every violation of ``validator``'s schema by ``instance``, sorted; ``[]`` when valid."""
     found = []
     for error in validator.iter_errors(instance):  # type: ignore[arg-type]
         message = error.message

@@ -5,25 +5,26 @@ This is the one place that knows every package; the engine only sees the ports.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolloop_cli import failpoints, pricing
+from pydantic import ValidationError
+
 from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ports import Clock, ModelAdapter, Toolbox, Transport
-from toolloop_cli.engine.records import OperationRecord
+from toolloop_cli.engine.records import Guards, OperationRecord
 from toolloop_cli.engine.types import CallContext, JSONObject, ToolExecution, ToolInfo, ToolSpec
-from toolloop_cli.errors import UsageError
+from toolloop_cli.errors import RegistryError, UsageError
 from toolloop_cli.store import Store
 from toolloop_cli.tools.context import ToolContext
 from toolloop_cli.tools.dispatcher import execute as run_handler, reconcile as run_reconcile
-from toolloop_cli.tools.registry import Registry, ToolDef
-from toolloop_cli.tools.validation import validate_arguments
+from toolloop_cli.tools.registry import Registry, ToolDef, load_registry
+from toolloop_cli.wiring import failpoints, pricing
 
 #: Where live providers are reached, and which environment variables configure them.
 PROVIDERS: dict[str, dict[str, str]] = {
@@ -110,7 +111,7 @@ class RegistryToolbox:
         )
 
     def validate(self, name: str, arguments: JSONObject) -> list[str]:
-        return validate_arguments(self._tool(name), arguments)
+        return self._tool(name).argument_violations(arguments)
 
     def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution:
         outcome = run_handler(
@@ -155,14 +156,6 @@ def _neutral(outcome: Any) -> ToolExecution:
         result_bytes=outcome.result_bytes,
         duration_ms=outcome.duration_ms,
     )
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where model turns come from: a recording, or a live provider."""
-
-    transcript: Path | None = None
-    provider: str | None = None
 
 
 def make_adapter(provider: str, api_family: str, base_url: str | None = None) -> ModelAdapter:
@@ -275,3 +268,54 @@ def flush_recording(deps: Deps) -> None:
     flush = getattr(deps.transport, "flush", None)
     if callable(flush):
         flush()
+
+
+#: registries already loaded, by (resolved path, sha256 of the file's bytes)
+_REGISTRIES: dict[tuple[str, str], Registry] = {}
+
+
+def cached_registry(path: str | Path) -> Registry:
+    """``load_registry``, once per file content: a run's approvals and resumes reuse it.
+
+    Keyed by the file's bytes, so an edited registry is loaded (and checked) afresh.
+    """
+    resolved = Path(path).resolve()
+    try:
+        digest = hashlib.sha256(resolved.read_bytes()).hexdigest()
+    except OSError:
+        return load_registry(path)  # it reports the problem
+    key = (str(resolved), digest)
+    cached = _REGISTRIES.get(key)
+    if cached is None:
+        if len(_REGISTRIES) >= 32:
+            _REGISTRIES.clear()
+        cached = _REGISTRIES[key] = load_registry(path)
+    return cached
+
+
+def build_guards(registry: Registry, overrides: dict[str, Any]) -> Guards:
+    """Built-in defaults, then the registry's ``defaults``, then the command-line flags."""
+    values: dict[str, Any] = {}
+    problems: list[tuple[str, str]] = []
+    for key, value in registry.defaults.items():
+        if key not in Guards.model_fields:
+            known = ", ".join(sorted(Guards.model_fields))
+            problems.append((f"defaults.{key}", f"unknown guard (known: {known})"))
+        else:
+            values[key] = value
+    if problems:
+        raise RegistryError(str(registry.path), problems)
+    try:
+        Guards(**values)
+    except ValidationError as exc:
+        raise RegistryError(str(registry.path), _guard_problems(exc, "defaults.")) from None
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Guards(**values)
+    except ValidationError as exc:
+        first = _guard_problems(exc, "")[0]
+        raise UsageError(f"guard {first[0]}: {first[1]}") from None
+
+
+def _guard_problems(exc: ValidationError, prefix: str) -> list[tuple[str, str]]:
+    return [(prefix + ".".join(str(p) for p in err["loc"]), err["msg"]) for err in exc.errors()]

@@ -1,9 +1,9 @@
-"""Scripted model answers for ``gen_branches.py``, rendered in each provider's wire shape.
+"""Scripted model answers for ``gen_branches``, rendered in each provider's wire shape.
 
 A branch scripts what the model says in neutral terms (call a tool, say something, get cut
-mid-call); a ``Provider`` renders each answer as that API's response object, with ids, times
-and token counts derived from the branch and turn, so the output is the same on every run.
-Shapes follow the shipped real-shape recordings (``transcripts/refund-*.yaml``).
+mid-call); a ``Provider`` turns each answer into a ``wire.Turn`` with ids, times and token
+counts derived from the branch and turn, and ``wire`` renders it as that API's response object,
+so the output is the same on every run.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ from typing import Any
 
 from toolloop_cli.audit.canonical import canonical_bytes
 from toolloop_cli.engine.types import HttpRequest, HttpResponse
+
+from . import wire
+from .wire import MODELS, Call, Text, Turn, Usage
 
 START = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
@@ -62,7 +65,8 @@ class Ids:
         return START + timedelta(seconds=self.turn)
 
 
-Render = Callable[[HttpRequest, list[Item], Ids], tuple[dict[str, Any], dict[str, str]]]
+Answer = tuple[dict[str, Any], dict[str, str]]
+Render = Callable[[HttpRequest, list[Item], Ids], Answer]
 
 
 @dataclass(frozen=True)
@@ -90,163 +94,54 @@ class Scripted:
         return HttpResponse(status=200, headers=headers, body=json.dumps(body).encode())
 
 
-def _tokens(request: HttpRequest, items: list[Item]) -> tuple[int, int]:
+def _usage(request: HttpRequest, items: list[Item]) -> Usage:
     sent = len(canonical_bytes(request.body)) // 8
     out = 12 + sum(len(json.dumps([i.name, i.arguments, i.text])) // 16 for i in items)
-    return sent, out
+    return Usage(sent, out)
 
 
-def _cut(items: list[Item]) -> bool:
-    return any(item.kind == "cut" for item in items)
+def _call(item: Item, call_id: str, item_id: str = "") -> Call:
+    return Call(
+        item.name, item.arguments or {}, id=call_id, item_id=item_id, cut=item.kind == "cut"
+    )
 
 
-def openai(
-    request: HttpRequest, items: list[Item], ids: Ids
-) -> tuple[dict[str, Any], dict[str, str]]:
-    output: list[dict[str, Any]] = []
+def openai(request: HttpRequest, items: list[Item], ids: Ids) -> Answer:
+    parts: list[wire.Part] = []
     for item in items:
         if item.kind == "say":
-            content = [
-                {"annotations": [], "logprobs": [], "text": item.text, "type": "output_text"}
-            ]
-            output.append(
-                {
-                    "content": content,
-                    "id": ids.make("msg_", 48),
-                    "role": "assistant",
-                    "status": "completed",
-                    "type": "message",
-                }
-            )
+            parts.append(Text(item.text, id=ids.make("msg_", 48)))
         else:
-            text = json.dumps(item.arguments, separators=(",", ":"))
-            if item.kind == "cut":
-                text = text[: len(text) // 2]  # the JSON text stops mid-way
-            output.append(
-                {
-                    "arguments": text,
-                    "call_id": ids.make("call_", 24),
-                    "id": ids.make("fc_", 48),
-                    "name": item.name,
-                    "status": "incomplete" if item.kind == "cut" else "completed",
-                    "type": "function_call",
-                }
-            )
-    sent, out = _tokens(request, items)
-    body = {
-        "id": ids.make("resp_", 48),
-        "object": "response",
-        "created_at": int(ids.when().timestamp()),
-        "status": "incomplete" if _cut(items) else "completed",
-        "error": None,
-        "incomplete_details": {"reason": "max_output_tokens"} if _cut(items) else None,
-        "instructions": request.body.get("instructions"),
-        "max_output_tokens": request.body.get("max_output_tokens"),
-        "model": OPENAI.model,
-        "output": output,
-        "parallel_tool_calls": True,
-        "previous_response_id": None,
-        "store": True,
-        "temperature": 1.0,
-        "tool_choice": "auto",
-        "tools": request.body.get("tools", []),
-        "top_p": 1.0,
-        "truncation": "disabled",
-        "usage": {
-            "input_tokens": sent,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": out,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": sent + out,
-        },
-        "metadata": {},
-    }
-    headers = {
-        "content-type": "application/json",
-        "openai-version": "2020-10-01",
-        "x-request-id": ids.make("req_", 32),
-    }
-    return body, headers
+            call_id = ids.make("call_", 24)
+            parts.append(_call(item, call_id, item_id=ids.make("fc_", 48)))
+    usage = _usage(request, items)
+    turn = Turn(ids.make("resp_", 48), parts, usage, created=ids.when())
+    body = wire.openai_response(turn, request.body)
+    headers = wire.headers("openai", request_id=ids.make("req_", 32))
+    return body, {**headers, "openai-version": "2020-10-01"}
 
 
-def anthropic(
-    request: HttpRequest, items: list[Item], ids: Ids
-) -> tuple[dict[str, Any], dict[str, str]]:
-    content: list[dict[str, Any]] = []
-    for item in items:
-        if item.kind == "say":
-            content.append({"type": "text", "text": item.text})
-        else:
-            content.append(
-                {
-                    "type": "tool_use",
-                    "id": ids.make("toolu_01", 22),
-                    "name": item.name,
-                    "input": item.arguments,
-                }
-            )
-    calls = any(item.kind == "call" for item in items)
-    stop = "max_tokens" if _cut(items) else "tool_use" if calls else "end_turn"
-    sent, out = _tokens(request, items)
-    body = {
-        "id": ids.make("msg_01", 22),
-        "type": "message",
-        "role": "assistant",
-        "model": ANTHROPIC.model,
-        "content": content,
-        "stop_reason": stop,
-        "stop_sequence": None,
-        "usage": {
-            "input_tokens": sent,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-            "output_tokens": out,
-            "service_tier": "standard",
-        },
-    }
-    return body, {"content-type": "application/json", "request-id": ids.make("req_011C", 20)}
+def anthropic(request: HttpRequest, items: list[Item], ids: Ids) -> Answer:
+    parts = [
+        Text(item.text) if item.kind == "say" else _call(item, ids.make("toolu_01", 22))
+        for item in items
+    ]
+    usage = _usage(request, items)
+    body = wire.anthropic_message(Turn(ids.make("msg_01", 22), parts, usage))
+    return body, wire.headers("anthropic", request_id=ids.make("req_011C", 20))
 
 
-def gemini(
-    request: HttpRequest, items: list[Item], ids: Ids
-) -> tuple[dict[str, Any], dict[str, str]]:
+def gemini(request: HttpRequest, items: list[Item], ids: Ids) -> Answer:
     signature = base64.b64encode(hashlib.sha256(ids.make("", 16).encode()).digest() * 4)
-    steps: list[dict[str, Any]] = [{"type": "thought", "signature": signature.decode()}]
-    for item in items:
-        if item.kind == "say":
-            steps.append({"type": "model_output", "content": [{"type": "text", "text": item.text}]})
-        else:
-            steps.append(
-                {
-                    "type": "function_call",
-                    "id": ids.make("", 8),
-                    "name": item.name,
-                    "arguments": item.arguments,
-                }
-            )
-    calls = any(item.kind == "call" for item in items)
-    status = "incomplete" if _cut(items) else "requires_action" if calls else "completed"
-    sent, out = _tokens(request, items)
-    moment = ids.when().strftime("%Y-%m-%dT%H:%M:%SZ")
-    body = {
-        "id": ids.make("v1_", 44),
-        "object": "interaction",
-        "model": GEMINI.model,
-        "status": status,
-        "created": moment,
-        "updated": moment,
-        "steps": steps,
-        "usage": {
-            "total_input_tokens": sent,
-            "total_output_tokens": out,
-            "total_thought_tokens": 0,
-            "total_tokens": sent + out,
-        },
-    }
-    return body, {"content-type": "application/json; charset=UTF-8"}
+    parts = [
+        Text(item.text) if item.kind == "say" else _call(item, ids.make("", 8)) for item in items
+    ]
+    usage = _usage(request, items)
+    turn = Turn(ids.make("v1_", 44), parts, usage, created=ids.when(), signature=signature.decode())
+    return wire.interaction(turn), wire.headers("gemini")
 
 
-OPENAI = Provider("openai", "gpt-4.1-2025-04-14", openai)
-ANTHROPIC = Provider("anthropic", "claude-sonnet-4-5-20250929", anthropic)
-GEMINI = Provider("gemini", "gemini-3-flash-preview", gemini)
+OPENAI = Provider("openai", MODELS["openai"], openai)
+ANTHROPIC = Provider("anthropic", MODELS["anthropic"], anthropic)
+GEMINI = Provider("gemini", MODELS["gemini"], gemini)
 PROVIDERS = (OPENAI, ANTHROPIC, GEMINI)

@@ -1,14 +1,14 @@
-#!/usr/bin/env python3
 """Generate the six branches of the refund exercise as transcripts, for each provider API.
 
 Each branch runs the real engine, registry and refund handlers with a provider's adapter
 (OpenAI Responses, Anthropic Messages, Gemini Interactions) against a scripted model (a
-transport that answers in that API's shape, see ``branch_answers.py``), and is written by the
+transport that answers in that API's shape, see ``branch_answers``), and is written by the
 same recorder as ``toolloop run --record``: every request in a transcript is exactly what
 toolloop sends, and the ``toolloop`` metadata holds the approvals and call states. Ids, times
 and token counts derive from the branch name: running this again writes the same bytes.
 
-    python scripts/gen_branches.py [--out transcripts/branches]
+    python -m scripts.gen_branches [--out transcripts/branches]
+    python -m scripts.gen_branches --check   # exit 1 if a file would change
 """
 
 from __future__ import annotations
@@ -26,13 +26,11 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+from toolloop_cli.service import approvals, operations
+from toolloop_cli.store import open_store
 
-from branch_answers import PROVIDERS, START, Item, Provider, Scripted, call, cut_call, say  # noqa: E402
-
-from toolloop_cli.service import approvals, operations  # noqa: E402
-from toolloop_cli.store import open_store  # noqa: E402
+from . import ROOT
+from .branch_answers import PROVIDERS, START, Item, Provider, Scripted, call, cut_call, say
 
 REGISTRY = ROOT / "registries" / "refunds.yaml"
 TASK = "Order ord_1001 arrived damaged. Look it up, refund it in full, and tell me what you did."
@@ -248,16 +246,42 @@ timeout comes from the recorded guards).
 """
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "transcripts" / "branches")
-    args = parser.parse_args()
+def write(out: Path, verbose: bool = False) -> list[Path]:
+    """Generate every branch of every provider and the README under ``out``; return the files."""
+    files = []
     for provider in PROVIDERS:
         for branch in BRANCHES:
-            out = args.out / provider.name / f"{branch.name}.yaml"
-            print(f"{provider.name}/{branch.name}: {generate(branch, provider, out)}")
-    (args.out / "README.md").write_text(readme(BRANCHES), encoding="utf-8")
+            path = out / provider.name / f"{branch.name}.yaml"
+            state = generate(branch, provider, path)
+            if verbose:
+                print(f"{provider.name}/{branch.name}: {state}")
+            files.append(path)
+    (out / "README.md").write_text(readme(BRANCHES), encoding="utf-8")
+    return [*files, out / "README.md"]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "transcripts" / "branches")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if a file would change"
+    )
+    args = parser.parse_args(argv)
+    if not args.check:
+        write(args.out, verbose=True)
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        stale = []
+        for made in write(Path(tmp)):
+            name = made.relative_to(tmp)
+            target = args.out / name
+            if not target.exists() or target.read_bytes() != made.read_bytes():
+                stale.append(str(name))
+    if stale:
+        print(f"out of date (run python -m scripts.gen_branches): {', '.join(stale)}")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,12 +1,14 @@
 """Generate the per-outcome fixture cassettes of the Anthropic and Gemini adapters.
 
-    .venv/bin/python scripts/make_fixtures.py           # (re)write tests/fixtures/{anthropic,...}
-    .venv/bin/python scripts/make_fixtures.py --check   # exit 1 if a file would change
+    python -m scripts.make_fixtures           # (re)write tests/fixtures/{anthropic,...}
+    python -m scripts.make_fixtures --check   # exit 1 if a file would change
 
 Each fixture is one provider answer (every stop/finish reason, status and error the adapters
 map) to the first request of that provider's refund transcript; a few have a second answer so
-that a retried or continued turn can complete. Shapes follow the providers' SDK types and
-recordings (see /work/shared/wire-formats.md); nothing depends on the clock.
+that a retried or continued turn can complete. The answers are rendered by ``wire``, from
+shapes that follow the providers' SDK types and recordings (see docs/wire-formats.md); the
+broken ones (an error mid-stream, a cut call) are put together from its event builders.
+Nothing depends on the clock.
 """
 
 from __future__ import annotations
@@ -16,25 +18,26 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import make_transcripts as mt
-
 from toolloop_cli.transcripts.cassette import (
     Interaction,
+    RecordedRequest,
     RecordedResponse,
     dump_cassette,
     load_cassette,
 )
 
-FIXTURES = mt.ROOT / "tests" / "fixtures"
+from . import ROOT, wire
+from .wire import MODELS, Call, Text, Turn, Usage, token
+
+TRANSCRIPTS = ROOT / "transcripts"
+FIXTURES = ROOT / "tests" / "fixtures"
 Answer = tuple[int, dict[str, str], str]
-JSON = {"content-type": "application/json"}
-SSE = {"content-type": "text/event-stream; charset=utf-8"}
+JSON = {"content-type": wire.JSON}
+USAGE = Usage(212, 9, detailed=False)
 
 
-def first_request(transcript: str) -> Any:
-    return load_cassette(mt.TRANSCRIPTS / transcript).interactions[0].request
+def first_request(transcript: str) -> RecordedRequest:
+    return load_cassette(TRANSCRIPTS / transcript).interactions[0].request
 
 
 def fixture(transcript: str, answers: list[Answer]) -> list[Interaction]:
@@ -48,101 +51,80 @@ def fixture(transcript: str, answers: list[Answer]) -> list[Interaction]:
 
 
 def ok(body: Any) -> Answer:
-    return 200, JSON, mt.compact(body)
+    return 200, JSON, wire.compact(body)
+
+
+def streamed(api: str, body: str) -> Answer:
+    return 200, wire.headers(api, stream=True), body
 
 
 # -- Anthropic ----------------------------------------------------------------------------------
 
 TEXT = "Order ord_1001 was delivered; I need more details before refunding."
-
-
-def message(stop: str, content: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {
-        "id": "msg_01" + mt.token(f"fixture/{stop}/{len(content)}", 22),
-        "type": "message",
-        "role": "assistant",
-        "model": mt.MODELS["anthropic"],
-        "content": content,
-        "stop_reason": stop,
-        "stop_sequence": "###" if stop == "stop_sequence" else None,
-        "usage": {"input_tokens": 212, "output_tokens": 17},
-        **extra,
-    }
-
-
-def text(value: str = TEXT) -> dict[str, Any]:
-    return {"type": "text", "text": value}
-
-
-def tool_use(n: int, order: str = "ord_1001", **changes: Any) -> dict[str, Any]:
-    block = {"type": "tool_use", "id": f"toolu_01Fixture{n:014d}", "name": "get_order"}
-    return {**block, "input": {"order_id": order}, **changes}
-
-
-def anthropic_error(status: int, kind: str, msg: str, **headers: str) -> Answer:
-    body = {"type": "error", "error": {"type": kind, "message": msg}, "request_id": "req_011CFx"}
-    return status, {**JSON, **headers}, mt.compact(body)
-
-
-def anthropic_sse(events: list[dict[str, Any]]) -> Answer:
-    return 200, SSE, mt.sse([(e["type"], e) for e in events])
-
-
-def anthropic_start(stop: str = "x") -> list[dict[str, Any]]:
-    shell = {**message(stop, []), "stop_reason": None, "stop_sequence": None}
-    return [{"type": "message_start", "message": shell}]
-
-
-def block_events(index: int, block: dict[str, Any], raw: str | None = None) -> list[dict[str, Any]]:
-    opened = {**block, "input": {}} if block["type"] == "tool_use" else {**block, "text": ""}
-    events: list[dict[str, Any]] = [
-        {"type": "content_block_start", "index": index, "content_block": opened}
-    ]
-    if block["type"] == "tool_use":
-        for part in mt.pieces(raw if raw is not None else mt.compact(block["input"])):
-            delta = {"type": "input_json_delta", "partial_json": part}
-            events.append({"type": "content_block_delta", "index": index, "delta": delta})
-    else:
-        delta = {"type": "text_delta", "text": block["text"]}
-        events.append({"type": "content_block_delta", "index": index, "delta": delta})
-    return events
-
-
-def stop(index: int) -> dict[str, Any]:
-    return {"type": "content_block_stop", "index": index}
-
-
-def message_end(reason: str, **delta: Any) -> list[dict[str, Any]]:
-    body = {"stop_reason": reason, "stop_sequence": None, **delta}
-    return [
-        {"type": "message_delta", "delta": body, "usage": {"output_tokens": 9}},
-        {"type": "message_stop"},
-    ]
-
-
 REFUSAL = {"type": "refusal", "category": "cyber", "explanation": "This request was declined."}
 
 
+def message(stop: str, parts: list[wire.Part], **extra: Any) -> dict[str, Any]:
+    """A message that stopped for ``stop``."""
+    if stop == "stop_sequence":
+        extra = {"stop_sequence": "###", **extra}
+    usage = Usage(212, 17, detailed=False)
+    msg_id = "msg_01" + token(f"fixture/{stop}/{len(parts)}", 22)
+    return wire.anthropic_message(Turn(msg_id, parts, usage, finish=stop, extra=extra))
+
+
+def tool_use(n: int, order: str = "ord_1001", arguments: dict[str, Any] | None = None) -> Call:
+    args = {"order_id": order} if arguments is None else arguments
+    return Call("get_order", args, id=f"toolu_01Fixture{n:014d}")
+
+
+def anthropic_error(status: int, kind: str, msg: str, **headers: str) -> Answer:
+    body = wire.anthropic_error(kind, msg, request_id="req_011CFx")
+    return status, {**JSON, **headers}, wire.compact(body)
+
+
+def anthropic_sse(events: list[wire.Event]) -> Answer:
+    return streamed("anthropic", wire.anthropic_sse(events))
+
+
+def anthropic_start() -> list[wire.Event]:
+    return [wire.anthropic_start(message("x", []))]
+
+
+def block(index: int, part: wire.Part, raw: str | None = None) -> list[wire.Event]:
+    return wire.anthropic_block(index, wire.anthropic_content(part), raw)
+
+
+def message_end(reason: str, **delta: Any) -> list[wire.Event]:
+    return wire.anthropic_end(reason, 9, **delta)
+
+
 def anthropic() -> dict[str, list[Answer]]:
-    done = ok(message("end_turn", [text("Done.")]))
+    done = ok(message("end_turn", [Text("Done.")]))
+    stop = wire.anthropic_block_stop
+    spent = wire.anthropic_error(
+        "rate_limit_error",
+        "You have reached your specified API usage limits.",
+        details={"error_code": "enforced_spend_limit_reached"},
+    )
     return {
-        "end_turn.yaml": [ok(message("end_turn", [text()]))],
-        "stop_sequence.yaml": [ok(message("stop_sequence", [text()]))],
+        "end_turn.yaml": [ok(message("end_turn", [Text(TEXT)]))],
+        "stop_sequence.yaml": [ok(message("stop_sequence", [Text(TEXT)]))],
         "parallel_tool_use.yaml": [
             ok(
                 message(
-                    "tool_use", [text("Looking both up."), tool_use(1), tool_use(2, "ord_1002")]
+                    "tool_use", [Text("Looking both up."), tool_use(1), tool_use(2, "ord_1002")]
                 )
             ),
             done,
         ],
         "max_tokens_tool_use.yaml": [
-            ok(message("max_tokens", [text("Let me"), tool_use(1, input={})]))
+            ok(message("max_tokens", [Text("Let me"), tool_use(1, arguments={})]))
         ],
-        "context_window.yaml": [ok(message("model_context_window_exceeded", [text("I")]))],
-        "refusal.yaml": [ok(message("refusal", [text("")], stop_details=REFUSAL))],
+        "context_window.yaml": [ok(message("model_context_window_exceeded", [Text("I")]))],
+        "refusal.yaml": [ok(message("refusal", [Text("")], stop_details=REFUSAL))],
         "pause_turn.yaml": [
-            ok(message("pause_turn", [text("Still searching the order history.")])),
+            ok(message("pause_turn", [Text("Still searching the order history.")])),
             done,
         ],
         "http_400.yaml": [anthropic_error(400, "invalid_request_error", "max_tokens: too large")],
@@ -154,33 +136,15 @@ def anthropic() -> dict[str, list[Answer]]:
             anthropic_error(429, "rate_limit_error", "rate limit", **{"retry-after": "1"}),
             done,
         ],
-        "http_429_spend_limit.yaml": [
-            (
-                429,
-                JSON,
-                mt.compact(
-                    {
-                        "type": "error",
-                        "error": {
-                            "type": "rate_limit_error",
-                            "message": "You have reached your specified API usage limits.",
-                            "details": {"error_code": "enforced_spend_limit_reached"},
-                        },
-                    }
-                ),
-            )
-        ],
+        "http_429_spend_limit.yaml": [(429, JSON, wire.compact(spent))],
         "http_500.yaml": [anthropic_error(500, "api_error", "Internal server error"), done],
         "http_529.yaml": [anthropic_error(529, "overloaded_error", "Overloaded"), done],
         "stream_overloaded.yaml": [
             anthropic_sse(
                 [
                     *anthropic_start(),
-                    *block_events(0, text("Let me")),
-                    {
-                        "type": "error",
-                        "error": {"type": "overloaded_error", "message": "Overloaded"},
-                    },
+                    *block(0, Text("Let me")),
+                    wire.anthropic_error("overloaded_error", "Overloaded"),
                 ]
             )
         ],
@@ -188,19 +152,17 @@ def anthropic() -> dict[str, list[Answer]]:
             anthropic_sse(
                 [
                     *anthropic_start(),
-                    *block_events(0, tool_use(1), raw='{"order_id": "ord_10'),
+                    *block(0, tool_use(1), raw='{"order_id": "ord_10'),
                     *message_end("max_tokens"),
                 ]
             )
         ],
-        "stream_cut_tool_use.yaml": [
-            anthropic_sse([*anthropic_start(), *block_events(0, tool_use(1))])
-        ],
+        "stream_cut_tool_use.yaml": [anthropic_sse([*anthropic_start(), *block(0, tool_use(1))])],
         "stream_refusal.yaml": [
             anthropic_sse(
                 [
                     *anthropic_start(),
-                    *block_events(0, text("")),
+                    *block(0, Text("")),
                     stop(0),
                     *message_end("refusal", stop_details=REFUSAL),
                 ]
@@ -210,9 +172,9 @@ def anthropic() -> dict[str, list[Answer]]:
             anthropic_sse(
                 [
                     *anthropic_start(),
-                    *block_events(0, text("Looking it up.")),
+                    *block(0, Text("Looking it up.")),
                     stop(0),
-                    *block_events(1, tool_use(1)),
+                    *block(1, tool_use(1)),
                     stop(1),
                     *message_end("tool_use"),
                 ]
@@ -225,66 +187,40 @@ def anthropic() -> dict[str, list[Answer]]:
 # -- Gemini Interactions ------------------------------------------------------------------------
 
 
-def interaction(status: str, steps: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {
-        "id": "v1_" + mt.token(f"fixture/{status}/{len(steps)}", 43),
-        "object": "interaction",
-        "model": mt.MODELS["gemini"],
-        "status": status,
-        "steps": steps,
-        "usage": {"total_input_tokens": 212, "total_output_tokens": 9, "total_tokens": 221},
-        **extra,
-    }
+def interaction(status: str, parts: list[wire.Part], **extra: Any) -> dict[str, Any]:
+    answer_id = "v1_" + token(f"fixture/{status}/{len(parts)}", 43)
+    return wire.interaction(Turn(answer_id, parts, USAGE, finish=status, extra=extra))
 
 
-def output(value: str = TEXT) -> dict[str, Any]:
-    return {"type": "model_output", "content": [{"type": "text", "text": value}]}
-
-
-def call_step(n: int = 1) -> dict[str, Any]:
-    return {"type": "function_call", "id": f"fx{n:06d}", "name": "get_order", "arguments": {}}
+def call_step(n: int = 1) -> Call:
+    return Call("get_order", {}, id=f"fx{n:06d}")
 
 
 def google_error(status: int, rpc: str, msg: str, delay: str | None = None) -> Answer:
-    error: dict[str, Any] = {"code": status, "message": msg, "status": rpc}
-    if delay is not None:
-        retry = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}
-        error["details"] = [retry]
-    return status, JSON, mt.compact({"error": error})
+    return status, JSON, wire.compact(wire.google_error(status, rpc, msg, delay))
 
 
-def gemini_sse(events: list[dict[str, Any]], done: bool = True) -> Answer:
-    body = mt.sse([(e["event_type"], e) for e in events])
-    return (
-        200,
-        {"content-type": "text/event-stream"},
-        body + ("event: done\ndata: [DONE]\n\n" if done else ""),
-    )
+def gemini_sse(events: list[wire.Event]) -> Answer:
+    """A stream that breaks off: no ``[DONE]`` sentinel."""
+    return streamed("gemini", wire.interactions_sse(events, done=False))
 
 
 def gemini() -> dict[str, list[Answer]]:
-    shell = {"id": "v1_fixturestream", "object": "interaction", "model": mt.MODELS["gemini"]}
-    created = {
-        "event_type": "interaction.created",
-        "interaction": {**shell, "status": "in_progress"},
-    }
-    started = {"event_type": "step.start", "index": 0, "step": {**call_step(), "arguments": {}}}
-    partial = {"type": "arguments_delta", "arguments": '{"order_id": "ord_'}
+    stream = wire.interaction(Turn("v1_fixturestream", [call_step()], USAGE))
+    created = wire.interaction_created(stream)
+    started = wire.step_start(0, stream["steps"][0])
+    errored = {"type": "model_output", "error": {"code": 3, "message": "blocked"}}
     return {
-        "completed.yaml": [ok(interaction("completed", [output()]))],
-        "incomplete.yaml": [ok(interaction("incomplete", [output("The order"), call_step()]))],
-        "budget_exceeded.yaml": [ok(interaction("budget_exceeded", [output("The")]))],
+        "completed.yaml": [ok(interaction("completed", [Text(TEXT)]))],
+        "incomplete.yaml": [ok(interaction("incomplete", [Text("The order"), call_step()]))],
+        "budget_exceeded.yaml": [ok(interaction("budget_exceeded", [Text("The")]))],
         "failed.yaml": [
             ok(interaction("failed", [], errors=[{"code": "internal", "message": "boom"}]))
         ],
         "cancelled.yaml": [ok(interaction("cancelled", []))],
+        # a model_output step that carries an error in place of its content
         "model_output_error.yaml": [
-            ok(
-                interaction(
-                    "completed",
-                    [{"type": "model_output", "error": {"code": 3, "message": "blocked"}}],
-                )
-            )
+            ok({**interaction("completed", [Text("")]), "steps": [errored]})
         ],
         "legacy_outputs.yaml": [
             ok(
@@ -301,7 +237,7 @@ def gemini() -> dict[str, list[Answer]]:
         ],
         "http_429.yaml": [
             google_error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted.", "2s"),
-            ok(interaction("completed", [output("Done.")])),
+            ok(interaction("completed", [Text("Done.")])),
         ],
         "http_503.yaml": [google_error(503, "UNAVAILABLE", "The model is overloaded.")],
         "stream_error.yaml": [
@@ -309,19 +245,14 @@ def gemini() -> dict[str, list[Answer]]:
                 [
                     created,
                     started,
-                    {
-                        "event_type": "error",
-                        "error": {"message": "Deadline expired.", "code": "gateway_timeout"},
-                    },
-                ],
-                done=False,
+                    wire.interaction_event(
+                        "error", error={"message": "Deadline expired.", "code": "gateway_timeout"}
+                    ),
+                ]
             )
         ],
         "stream_cut.yaml": [
-            gemini_sse(
-                [created, started, {"event_type": "step.delta", "index": 0, "delta": partial}],
-                done=False,
-            )
+            gemini_sse([created, started, wire.arguments_delta(0, '{"order_id": "ord_')])
         ],
     }
 
@@ -329,33 +260,30 @@ def gemini() -> dict[str, list[Answer]]:
 # -- Gemini generateContent ---------------------------------------------------------------------
 
 
-def candidate(finish: str | None, parts: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0, **extra}
-    if finish is not None:
-        body["finishReason"] = finish
-    return {
-        "candidates": [body],
-        "usageMetadata": {
-            "promptTokenCount": 212,
-            "candidatesTokenCount": 9,
-            "totalTokenCount": 221,
-        },
-        "modelVersion": mt.MODELS["gemini-generate"],
-        "responseId": mt.token(f"fixture/{finish}", 23),
-    }
+def candidate(finish: str, parts: list[wire.Part], **extra: Any) -> dict[str, Any]:
+    turn = Turn(token(f"fixture/{finish}", 23), parts, USAGE, finish=finish, extra=extra)
+    return wire.generate_response(turn, finish_after_index=True)
+
+
+def chunk(parts: list[wire.Part]) -> dict[str, Any]:
+    """A streamed chunk, before any finish reason."""
+    return wire.generate_chunk(
+        wire.generate_response(Turn(token("fixture/None", 23), parts, USAGE))
+    )
 
 
 def generate() -> dict[str, list[Answer]]:
-    call = {"functionCall": {"name": "get_order", "args": {"order_id": "ord_1001"}}}
+    call = Call("get_order", {"order_id": "ord_1001"})
     blocked = {
         "promptFeedback": {"blockReason": "SAFETY"},
         "usageMetadata": {"promptTokenCount": 212, "totalTokenCount": 212},
-        "modelVersion": mt.MODELS["gemini-generate"],
+        "modelVersion": MODELS["gemini-generate"],
         "responseId": "fixtureblocked000000000",
     }
+    overloaded = wire.google_error(503, "UNAVAILABLE", "Overloaded")
     fixtures: dict[str, list[Answer]] = {
-        "stop_text.yaml": [ok(candidate("STOP", [{"text": TEXT}]))],
-        "max_tokens.yaml": [ok(candidate("MAX_TOKENS", [{"text": "The order"}, call]))],
+        "stop_text.yaml": [ok(candidate("STOP", [Text(TEXT)]))],
+        "max_tokens.yaml": [ok(candidate("MAX_TOKENS", [Text("The order"), call]))],
         "prompt_blocked.yaml": [ok(blocked)],
         "malformed_function_call.yaml": [
             ok(candidate("MALFORMED_FUNCTION_CALL", [], finishMessage="Malformed function call"))
@@ -365,33 +293,10 @@ def generate() -> dict[str, list[Answer]]:
         "http_429.yaml": [google_error(429, "RESOURCE_EXHAUSTED", "Quota exceeded.", "1s")],
         "http_503.yaml": [google_error(503, "UNAVAILABLE", "The model is overloaded.")],
         "stream_error.yaml": [
-            (
-                200,
-                {"content-type": "text/event-stream"},
-                mt.sse(
-                    [
-                        (None, candidate(None, [{"text": "The"}])),
-                        (
-                            None,
-                            {
-                                "error": {
-                                    "code": 503,
-                                    "message": "Overloaded",
-                                    "status": "UNAVAILABLE",
-                                }
-                            },
-                        ),
-                    ],
-                    end="\r\n\r\n",
-                ),
-            )
+            streamed("gemini-generate", wire.generate_sse([chunk([Text("The")]), overloaded]))
         ],
         "stream_cut.yaml": [
-            (
-                200,
-                {"content-type": "text/event-stream"},
-                mt.sse([(None, candidate(None, [{"text": "The"}, call]))], end="\r\n\r\n"),
-            )
+            streamed("gemini-generate", wire.generate_sse([chunk([Text("The"), call])]))
         ],
     }
     for reason in ("SAFETY", "RECITATION", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "LANGUAGE"):
@@ -427,7 +332,7 @@ def main(argv: list[str]) -> int:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(out.read_bytes())
     if stale:
-        print(f"out of date (run scripts/make_fixtures.py): {', '.join(stale)}")
+        print(f"out of date (run python -m scripts.make_fixtures): {', '.join(stale)}")
         return 1
     return 0
 

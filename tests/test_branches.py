@@ -155,7 +155,8 @@ def test_the_readme_table_states_each_branch_and_its_terminal_state() -> None:
 
 def test_the_generator_reproduces_the_shipped_transcripts(tmp_path: Path) -> None:
     generated = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gen_branches.py"), "--out", str(tmp_path)],
+        [sys.executable, "-m", "scripts.gen_branches", "--out", str(tmp_path)],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,

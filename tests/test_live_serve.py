@@ -182,10 +182,11 @@ def test_the_request_log_records_every_request_without_credentials(tmp_path: Pat
     assert '"model": "m"' in text and "sk-secret" not in text
 
 
-@pytest.mark.parametrize("script", ["make_transcripts.py", "make_fixtures.py"])
+@pytest.mark.parametrize("script", ["make_transcripts", "make_fixtures"])
 def test_the_committed_transcripts_and_fixtures_are_what_the_scripts_generate(script: str) -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / script), "--check"],
+        [sys.executable, "-m", f"scripts.{script}", "--check"],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,

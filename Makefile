@@ -21,7 +21,7 @@ lint: install
 	$(BIN)/ruff format --check .
 
 typecheck: install
-	$(BIN)/mypy toolloop_cli
+	$(BIN)/mypy toolloop_cli tests scripts
 
 unit: install
 	$(BIN)/pytest -n auto

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ def final(text: str = "done", **extra: Any) -> dict[str, Any]:
 
 
 def run_script(
-    store: Store, answers: list[Answer], registry: Path = GUARDS, **overrides: Any
+    store: Store, answers: Sequence[Answer], registry: Path = GUARDS, **overrides: Any
 ) -> tuple[StepResult, ScriptedTransport]:
     clock = overrides.pop("clock", None)
     transport = ScriptedTransport(answers)

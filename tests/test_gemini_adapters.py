@@ -178,7 +178,7 @@ def test_synthetic_call_ids_are_stable_per_answer_and_position() -> None:
 
 
 def test_function_calls_without_ids_get_synthetic_ones_never_sent_back() -> None:
-    parts = [
+    parts: list[dict[str, Any]] = [
         {"functionCall": {"name": "get_order", "args": {"order_id": "a"}}, "thoughtSignature": "s"},
         {"functionCall": {"name": "get_order", "args": {"order_id": "b"}, "id": "given"}},
     ]

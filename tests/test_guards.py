@@ -69,7 +69,8 @@ def test_max_calls_per_tool(store: Store) -> None:
 def test_token_budgets(store: Store, guard: str, limit: int, state: str) -> None:
     usage = {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}
     answers = [turn(call("echo", {"n": i}), usage=usage) for i in range(3)] + [final(usage=usage)]
-    result, transport = run_script(store, answers, **{guard: limit})
+    overrides: dict[str, Any] = {guard: limit}
+    result, transport = run_script(store, answers, **overrides)
     assert result.target.value == state
     if state == "BUDGET_EXHAUSTED":
         assert len(transport.requests) == 3

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from toolloop_cli.engine.loop import OperationTerminal, StepResult
+    from toolloop_cli.engine.loop import StepResult
     from toolloop_cli.engine.records import Guards
     from toolloop_cli.engine.states import CallState, OpState
     from toolloop_cli.errors import (
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         IllegalTransition,
         MalformedProviderPayload,
         OperationNotFound,
+        OperationTerminal,
         RegistryError,
         StoreError,
         TamperedStore,
@@ -59,7 +60,7 @@ _HOME: dict[str, str] = {
     "MalformedProviderPayload": "toolloop_cli.errors",
     "OpState": "toolloop_cli.engine.states",
     "OperationNotFound": "toolloop_cli.errors",
-    "OperationTerminal": "toolloop_cli.engine.loop",
+    "OperationTerminal": "toolloop_cli.errors",
     "Registry": "toolloop_cli.tools.registry",
     "RegistryError": "toolloop_cli.errors",
     "RunOptions": "toolloop_cli.service.operations",

@@ -15,6 +15,13 @@ each into exit code 2 and one line on stderr. Anything else escaping is a bug.
       ApprovalError              expired, wrong approver, already decided, digest or policy mismatch
         AlreadyDecided           a second decision on the same approval
       OperationNotFound          no such operation (or approval) for this tenant
+      OperationTerminal          the operation is terminal: nothing to step or resume
+      OperationBusy              another live process holds the operation's lease
+      CanonicalJSONError         a value with no canonical JSON form, so no hash
+
+Every class is defined here, whichever layer raises it; the modules that used to define
+``OperationTerminal`` (engine/loop.py), ``OperationBusy`` (store/lease.py) and
+``CanonicalJSONError`` (audit/canonical.py) re-export it under its old name.
 
 Control-flow signals raised by tool handlers (``ToolError``) are not part of this
 tree: they are a handler's way to report a business error to the model.
@@ -26,9 +33,12 @@ __all__ = [
     "AdapterError",
     "AlreadyDecided",
     "ApprovalError",
+    "CanonicalJSONError",
     "IllegalTransition",
     "MalformedProviderPayload",
+    "OperationBusy",
     "OperationNotFound",
+    "OperationTerminal",
     "RegistryError",
     "StoreError",
     "TamperedStore",
@@ -110,3 +120,15 @@ class AlreadyDecided(ApprovalError):
 
 class OperationNotFound(ToolloopError):
     """No operation or approval with that id is visible to this tenant."""
+
+
+class OperationTerminal(ToolloopError):
+    """The operation is in a terminal state: there is nothing to step or resume."""
+
+
+class OperationBusy(ToolloopError):
+    """Another live process holds the operation's lease (or took it over from this one)."""
+
+
+class CanonicalJSONError(ToolloopError):
+    """A value that has no canonical JSON form (NaN, infinity, huge ints, non-JSON types)."""

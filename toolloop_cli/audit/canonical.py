@@ -20,7 +20,7 @@ from typing import Any
 
 import rfc8785
 
-from toolloop_cli.errors import ToolloopError
+from toolloop_cli.errors import CanonicalJSONError
 
 __all__ = [
     "CanonicalJSONError",
@@ -31,10 +31,6 @@ __all__ = [
     "sha256_hex",
     "sha256_of",
 ]
-
-
-class CanonicalJSONError(ToolloopError):
-    """A value that has no canonical JSON form (NaN, infinity, huge ints, non-JSON types)."""
 
 
 def canonical_bytes(value: Any) -> bytes:

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toolloop_cli.errors import ToolloopError
+from toolloop_cli.errors import (
+    OperationTerminal as OperationTerminal,  # re-exported: its home was this module
+    ToolloopError,
+)
 
 from . import approving, executing, guards, sending, validating
 from .context import Deps, stop
 from .model_turn import request_model
 from .records import OperationRecord
 from .states import OpState, is_terminal
-
-
-class OperationTerminal(ToolloopError):
-    """The operation is in a terminal state: there is nothing to step or resume."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from toolloop_cli.errors import StoreError, ToolloopError
+from toolloop_cli.errors import OperationBusy, StoreError
 
 from .repo import Store
 
@@ -35,10 +35,6 @@ DEFAULT_TTL_S = 300.0
 
 #: tokens of the leases this process holds right now
 _ACTIVE: set[str] = set()
-
-
-class OperationBusy(ToolloopError):
-    """Another live process holds the operation's lease (or took it over from this one)."""
 
 
 @dataclass

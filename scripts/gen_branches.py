@@ -233,7 +233,7 @@ def readme(branches: list[Branch]) -> str:
 Six recordings of the refund task (`{TASK}`), one per way it can go, each in three provider
 shapes: OpenAI Responses (`openai/`), Anthropic Messages (`anthropic/`) and Gemini
 Interactions (`gemini/`). Each was produced by running toolloop itself against a scripted
-model (`python scripts/gen_branches.py`, deterministic), so every request is exactly what
+model (`python -m scripts.gen_branches`, deterministic), so every request is exactly what
 toolloop sends; the `toolloop:` key of each file holds the approvals, call states and end
 state. Replay any of them with `toolloop replay FILE` (recorded results) or
 `toolloop replay FILE --registry registries/refunds.yaml` (live handlers); see docs/replay.md.

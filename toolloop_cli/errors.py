@@ -9,6 +9,7 @@ each into exit code 2 and one line on stderr. Anything else escaping is a bug.
       TranscriptError            malformed cassette, unknown provider URI, exhausted recording
       AdapterError               .provider, .status, .retryable; raised ``from`` the foreign error
         MalformedProviderPayload a provider answer that does not have the documented shape
+        DeadlineExceeded         a request still in flight when the operation's time ran out
       IllegalTransition          the state machine refused from -> to
       StoreError                 the store cannot be opened or written
         TamperedStore            a stored value no longer matches its hash; never repaired
@@ -34,6 +35,7 @@ __all__ = [
     "AlreadyDecided",
     "ApprovalError",
     "CanonicalJSONError",
+    "DeadlineExceeded",
     "IllegalTransition",
     "MalformedProviderPayload",
     "OperationBusy",
@@ -90,6 +92,13 @@ class AdapterError(ToolloopError):
 
 class MalformedProviderPayload(AdapterError):
     """A provider answer that does not have the documented shape; never retried, never repaired."""
+
+
+class DeadlineExceeded(AdapterError):
+    """The request ran out of the time it was given (the operation's deadline); never retried.
+
+    The engine ends the operation BUDGET_EXHAUSTED: it is the deadline guard tripping mid-request.
+    """
 
 
 class IllegalTransition(ToolloopError):

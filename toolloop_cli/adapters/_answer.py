@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from toolloop_cli.engine.types import HttpResponse, ModelTurn, TurnOutcome, Usage
+from toolloop_cli.engine.types import MAX_BODY_BYTES, HttpResponse, ModelTurn, TurnOutcome, Usage
 
 from ._errors import ErrorTable, classify_http_error, http_detail
 from ._json import load_json_body
 from ._stream import StreamHandler, is_event_stream, read_capped, run_stream
 
-#: The most bytes one answer may have, streamed or not.
-MAX_BODY_BYTES = 16 * 1024 * 1024
+__all__ = ["MAX_BODY_BYTES", "parse_answer", "usage_from"]
 
 
 def parse_answer(

@@ -13,7 +13,9 @@ Three layers, each small enough to test on its own:
 - ``run_stream`` drives one provider ``StreamHandler`` over an answer: each JSON event goes to
   ``handle`` until one returns the turn (a terminal or error event); a stream that ends first,
   or whose connection drops, is ``handler.cut(...)`` (a TRUNCATED turn: nothing runs). The raw
-  bytes it consumed are left in ``response.body`` so the store keeps exactly what arrived.
+  bytes it consumed are left in ``response.body`` so the store keeps exactly what arrived (over
+  the byte cap, only the first ``max_bytes``). A ``DeadlineExceeded`` from the transport is not
+  a cut: it passes through, and the engine ends the operation on its deadline.
 
 An unparsable *complete* event is a ``MalformedProviderPayload``; an unparsable last event is a
 cut stream (the connection dropped mid-event), which is what it almost always is.
@@ -21,13 +23,14 @@ cut stream (the connection dropped mid-event), which is what it almost always is
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from toolloop_cli.engine.types import HttpResponse, JSONObject, ModelTurn, TurnOutcome
-from toolloop_cli.errors import AdapterError, MalformedProviderPayload
+from toolloop_cli.errors import AdapterError, DeadlineExceeded, MalformedProviderPayload
 
 from ._json import load_json_body
 
@@ -230,32 +233,47 @@ def truncated(reason: str, detail: str, **common: object) -> ModelTurn:
 
 
 def read_capped(response: HttpResponse, provider: str, max_bytes: int) -> bytes:
-    """A whole (non-event-stream) answer, refusing more than ``max_bytes``."""
+    """A whole (non-event-stream) answer, refusing more than ``max_bytes``.
+
+    Over the cap, reading stops at the chunk that crosses it and ``response.body`` keeps only
+    the first ``max_bytes``; the error says how much was read and its sha256.
+    """
     if response.chunks is None:
         body = response.body
-    else:
-        parts: list[bytes] = []
-        size = 0
-        chunks = response.chunks
-        response.chunks = None
-        try:
-            for chunk in chunks:
-                size += len(chunk)
-                if size > max_bytes:
-                    response.body = b"".join(parts)
-                    _too_large(provider, max_bytes)
-                parts.append(chunk)
-        finally:
-            _close(chunks)
-        body = response.body = b"".join(parts)
-    if len(body) > max_bytes:
-        _too_large(provider, max_bytes)
+        if len(body) > max_bytes:
+            response.body = body[:max_bytes]
+            raise _too_large(provider, max_bytes, [body], len(response.body))
+        return body
+    parts: list[bytes] = []
+    size = 0
+    chunks = response.chunks
+    response.chunks = None
+    try:
+        for chunk in chunks:
+            if size + len(chunk) > max_bytes:
+                read = [*parts, chunk]
+                parts.append(chunk[: max_bytes - size])
+                response.body = b"".join(parts)
+                raise _too_large(provider, max_bytes, read, max_bytes)
+            size += len(chunk)
+            parts.append(chunk)
+    finally:
+        _close(chunks)
+    body = response.body = b"".join(parts)
     return body
 
 
-def _too_large(provider: str, max_bytes: int) -> None:
-    raise MalformedProviderPayload(
-        f"{provider}: answer larger than {max_bytes} bytes", provider=provider
+def _too_large(
+    provider: str, max_bytes: int, read: list[bytes], kept: int
+) -> MalformedProviderPayload:
+    digest = hashlib.sha256()
+    for part in read:
+        digest.update(part)
+    size = sum(map(len, read))
+    return MalformedProviderPayload(
+        f"{provider}: answer larger than {max_bytes} bytes: refused after reading {size} bytes "
+        f"(sha256 {digest.hexdigest()}); the first {kept} bytes are kept",
+        provider=provider,
     )
 
 
@@ -285,12 +303,14 @@ class _Reader:
     def _take(self) -> Iterator[bytes]:
         try:
             for chunk in self._chunks:
+                if self.size + len(chunk) > self.max_bytes:
+                    read = [*self.consumed, chunk]
+                    self.consumed.append(chunk[: self.max_bytes - self.size])
+                    raise _too_large(self.provider, self.max_bytes, read, self.max_bytes)
                 self.size += len(chunk)
-                if self.size > self.max_bytes:
-                    _too_large(self.provider, self.max_bytes)
                 self.consumed.append(chunk)
                 yield chunk
-        except MalformedProviderPayload:
+        except (MalformedProviderPayload, DeadlineExceeded):
             raise
         except AdapterError as exc:  # the connection dropped mid-stream: a cut, not a retry
             self.dropped = str(exc)
@@ -359,7 +379,8 @@ def run_stream(
             )
         if reader.dropped is not None:
             return handler.cut(
-                "stream_incomplete", f"the connection dropped mid-stream ({reader.dropped})"
+                "stream_incomplete",
+                f"the connection dropped or timed out mid-stream ({reader.dropped})",
             )
         return handler.cut("stream_incomplete", "the event stream ended before its terminal event")
     finally:

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from toolloop_cli.audit.canonical import CanonicalJSONError, canonical_bytes, sha256_hex
-from toolloop_cli.errors import AdapterError, MalformedProviderPayload, TranscriptError
+from toolloop_cli.errors import (
+    AdapterError,
+    DeadlineExceeded,
+    MalformedProviderPayload,
+    TranscriptError,
+)
 
 from . import guards
 from .clock import parse_iso
@@ -11,6 +16,7 @@ from .context import Deps, stop, transition
 from .records import CallRecord, OperationRecord, TurnRecord
 from .states import CallState, OpState
 from .types import (
+    MAX_BODY_BYTES,
     ApiError,
     HttpRequest,
     HttpResponse,
@@ -20,6 +26,9 @@ from .types import (
     Usage,
 )
 
+#: ``ApiError.type`` of a request cut by the operation's deadline
+_DEADLINE = "deadline"
+_CUT = "the model request in flight was cut"
 #: Backoff between retries: base * 2**attempt, capped, with full jitter.
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 30.0
@@ -34,6 +43,8 @@ def request_model(deps: Deps, op: OperationRecord) -> OperationRecord:
     settings = ModelSettings(**op.settings)
     conversation = deps.store.conversation(op.operation_id)
     request = deps.adapter.build_request(conversation, deps.toolbox.specs(), settings)
+    time_left = (parse_iso(op.deadline_at) - deps.clock.now()).total_seconds()
+    request = request.model_copy(update={"time_left_s": time_left})
     request_sha = deps.request_hasher.digest(op.operation_id, request.body, conversation)
     deps.on_event("request", {"turn": op.counters.requests, "request_sha256": request_sha})
     deps.failpoint("before_model_request")
@@ -68,7 +79,12 @@ def request_model(deps: Deps, op: OperationRecord) -> OperationRecord:
     with deps.store.transaction():
         deps.store.insert_turn(record, len(conversation), body, tools=deps.toolbox.specs())
         op = _count(deps, op, turn)
-        op = _apply_outcome(deps, op, turn, idx)
+        if turn.error is not None and turn.error.type == _DEADLINE:
+            # the deadline guard, tripped while the request was in flight
+            late = guards.past_deadline(op, parse_iso(op.deadline_at))
+            op = stop(deps, op, OpState.BUDGET_EXHAUSTED, f"{late}; {_CUT}")
+        else:
+            op = _apply_outcome(deps, op, turn, idx)
     deps.failpoint("after_turn_commit")
     if op.state is OpState.MODEL_REQUESTED:
         _backoff(deps, op, turn)
@@ -76,15 +92,22 @@ def request_model(deps: Deps, op: OperationRecord) -> OperationRecord:
 
 
 def _exchange(deps: Deps, request: HttpRequest) -> tuple[ModelTurn, bytes]:
-    """One request/answer; transport and payload errors become API_FAILURE turns."""
+    """One request/answer; transport and payload errors become API_FAILURE turns.
+
+    An answer cut by the deadline keeps no body: it is no answer (a recording skips it too).
+    """
     try:
         response = deps.transport.send(request)
     except TranscriptError as exc:
         return _failure(None, "transcript", str(exc), retryable=False), b""
+    except DeadlineExceeded as exc:
+        return _failure(None, _DEADLINE, str(exc), retryable=False), b""
     except AdapterError as exc:
         return _failure(exc.status, "transport", str(exc), exc.retryable), b""
     try:
         turn = deps.adapter.parse_response(response, on_event=deps.on_event)
+    except DeadlineExceeded as exc:
+        return _failure(response.status, _DEADLINE, str(exc), retryable=False), b""
     except MalformedProviderPayload as exc:
         return _failure(response.status, "malformed_payload", str(exc), False), _body(response)
     except AdapterError as exc:
@@ -97,7 +120,8 @@ def _exchange(deps: Deps, request: HttpRequest) -> tuple[ModelTurn, bytes]:
 
 
 def _body(response: HttpResponse) -> bytes:
-    return response.body if response.chunks is None else b""
+    """What the store keeps of an answer: at most its first ``MAX_BODY_BYTES``."""
+    return response.body[:MAX_BODY_BYTES] if response.chunks is None else b""
 
 
 def _failure(status: int | None, kind: str, message: str, retryable: bool) -> ModelTurn:

@@ -20,6 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 JSONObject = dict[str, Any]
 
+#: The most bytes of one answer that are read, kept or stored, streamed or not (decoded size).
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
 
 class TurnOutcome(StrEnum):
     """What a model turn amounts to, whatever the provider called it."""
@@ -115,12 +118,17 @@ class ModelSettings(_Model):
 
 
 class HttpRequest(_Model):
-    """A provider request: the transport adds credentials, the body is exact JSON."""
+    """A provider request: the transport adds credentials, the body is exact JSON.
+
+    ``time_left_s`` is the operation's time left when the engine sends it: a live transport
+    ends the exchange then (``DeadlineExceeded``), however the answer trickles in.
+    """
 
     method: str = "POST"
     url: str
     headers: dict[str, str] = Field(default_factory=dict)
     body: JSONObject
+    time_left_s: float | None = None
 
 
 @dataclass
@@ -140,7 +148,8 @@ class HttpResponse:
         return self.headers.get("content-type", "")
 
     def read(self) -> bytes:
-        """The whole body (drains ``chunks`` when streamed)."""
+        """The whole body (drains ``chunks`` when streamed), unbounded: adapters read through
+        ``read_capped`` instead; this is for bodies already in memory."""
         if self.chunks is not None:
             self.body = b"".join(self.chunks)
             self.chunks = None

@@ -27,7 +27,14 @@ from toolloop_cli.engine.records import (
     TurnRecord,
 )
 from toolloop_cli.engine.states import CallState, OpState
-from toolloop_cli.engine.types import ApiError, JSONObject, ToolSpec, TurnOutcome, Usage
+from toolloop_cli.engine.types import (
+    MAX_BODY_BYTES,
+    ApiError,
+    JSONObject,
+    ToolSpec,
+    TurnOutcome,
+    Usage,
+)
 from toolloop_cli.errors import AlreadyDecided, OperationNotFound, StoreError
 
 from .rows import (
@@ -83,7 +90,7 @@ class Store:
                 self.conn.execute("ROLLBACK")
             for op_id, length in cached.items():
                 del self._conversations[op_id][length:]
-            if isinstance(exc, sqlite3.Error):
+            if isinstance(exc, sqlite3.Error | OverflowError):  # OverflowError: a value too big
                 raise StoreError(f"store write failed ({self.path}): {exc}") from exc
             raise
 
@@ -232,7 +239,16 @@ class Store:
         response_body: bytes,
         tools: Sequence[ToolSpec] | None = None,
     ) -> None:
-        """Record a turn; ``tools`` (as declared in its request) lets verify rebuild it."""
+        """Record a turn; ``tools`` (as declared in its request) lets verify rebuild it.
+
+        A body over ``MAX_BODY_BYTES`` is refused here, before SQLite sees it (the engine keeps
+        at most that much of an answer), so no size reaches SQLite's own limits.
+        """
+        if len(response_body) > MAX_BODY_BYTES:
+            raise StoreError(
+                f"turn {turn.idx} of {turn.operation_id}: a response body of "
+                f"{len(response_body)} bytes is over the {MAX_BODY_BYTES}-byte cap"
+            )
         row = {
             "operation_id": turn.operation_id,
             "idx": turn.idx,

@@ -6,21 +6,26 @@ are scrubbed by ``dump_cassette``. toolloop's own facts about the run (operation
 tools, approvals, call states) go under one extra top-level key, ``toolloop``, which vcrpy and
 pytest-recording ignore; ``metadata`` is asked for them at every write.
 
-A request that got no answer (a connection error) is not recorded: a cassette has no way to
-say "no answer", and a replay of it would invent one.
+A streamed answer is recorded as the adapter reads it (``_Tee``), never drained ahead of it:
+the adapter stops at its byte cap, and the recording holds what it read (at most
+``MAX_BODY_BYTES``), so an endless stream costs the same with ``--record`` as without.
+
+A request that got no answer (a connection error, an answer cut by a transport error or by the
+deadline) is not recorded: a cassette has no way to say "no answer", and a replay of it would
+invent one.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from toolloop_cli.audit.canonical import canonical_bytes, sha256_hex
 from toolloop_cli.engine.ports import Toolbox, Transport
 from toolloop_cli.engine.records import ApprovalRecord, CallRecord, OperationRecord, TurnRecord
-from toolloop_cli.engine.types import HttpRequest, HttpResponse, ToolInfo
+from toolloop_cli.engine.types import MAX_BODY_BYTES, HttpRequest, HttpResponse, ToolInfo
 
 from .cassette import (
     Cassette,
@@ -64,9 +69,15 @@ class RecordingTransport:
             self._other = {k: v for k, v in existing.metadata.items() if k != METADATA_KEY}
 
     def send(self, request: HttpRequest) -> HttpResponse:
-        """The inner transport's answer, read whole, after the exchange is on disk."""
+        """The inner transport's answer; on disk once the adapter is done reading it."""
         response = self.inner.send(request)
-        body = response.read()
+        if response.chunks is None:
+            self._record(request, response, response.body)
+            return HttpResponse(response.status, dict(response.headers), body=response.body)
+        tee = _Tee(response.chunks, lambda body: self._record(request, response, body))
+        return HttpResponse(response.status, dict(response.headers), chunks=tee)
+
+    def _record(self, request: HttpRequest, response: HttpResponse, body: bytes) -> None:
         headers = dict(response.headers)
         if "content-encoding" in headers and not body.startswith(_GZIP_MAGIC):
             # the body we hold is already decoded: the header would no longer be true
@@ -87,7 +98,6 @@ class RecordingTransport:
         )
         self.interactions.append(recorded)
         self.flush()
-        return HttpResponse(status=response.status, headers=dict(response.headers), body=body)
 
     def flush(self) -> None:
         """Write the cassette now, with fresh metadata (also after the run ends)."""
@@ -95,6 +105,50 @@ class RecordingTransport:
         if self._metadata is not None:
             metadata[METADATA_KEY] = self._metadata()
         dump_cassette(Cassette(str(self.path), list(self.interactions), metadata), self.path)
+
+
+class _Tee:
+    """Hands the chunks on as they are read, keeping a copy (at most ``MAX_BODY_BYTES``).
+
+    ``done`` gets the copy once: when the chunks run out, or when the reader closes them
+    (it stopped by itself: a terminal event, its byte cap). An error from the inner chunks
+    (a dropped connection, the deadline) means no answer, and nothing is recorded.
+    """
+
+    def __init__(self, chunks: Iterator[bytes], done: Callable[[bytes], None]) -> None:
+        self._chunks = chunks
+        self._done: Callable[[bytes], None] | None = done
+        self._kept: list[bytes] = []
+        self._room = MAX_BODY_BYTES
+
+    def __iter__(self) -> _Tee:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            chunk = next(self._chunks)
+        except StopIteration:
+            self._finish()
+            raise
+        except BaseException:
+            self._done = None
+            raise
+        if self._room > 0:
+            self._kept.append(chunk[: self._room])
+            self._room -= len(self._kept[-1])
+        return chunk
+
+    def close(self) -> None:
+        close = getattr(self._chunks, "close", None)
+        if callable(close):
+            close()
+        self._finish()
+
+    def _finish(self) -> None:
+        done, self._done = self._done, None
+        if done is not None:
+            body, self._kept = b"".join(self._kept), []
+            done(body)
 
 
 def answered_requests(turns: Sequence[TurnRecord]) -> int:

@@ -176,8 +176,14 @@ def transcript_transport(path: Path, skip: int = 0) -> tuple[Transport, tuple[st
 
 
 def live_transport(provider: str) -> Transport:
-    """An httpx transport with the provider's key from its environment variable."""
-    from toolloop_cli.adapters.live import LiveTransport
+    """An httpx transport with the provider's key from its environment variable.
+
+    A key that cannot be sent as it is (a CR from a CRLF key file, whitespace, non-ASCII) is
+    refused here, naming the variable but none of the key, before any operation exists.
+    ``TOOLLOOP_REQUEST_TIMEOUT_S`` sets the total time one request may take (default 600 s);
+    ``TOOLLOOP_ALLOW_INSECURE_HTTP=1`` lets the key go over plaintext http to other hosts.
+    """
+    from toolloop_cli.adapters.live import REQUEST_TIMEOUT_S, LiveTransport, key_problem
 
     info = PROVIDERS.get(provider)
     if info is None:
@@ -187,12 +193,43 @@ def live_transport(provider: str) -> Transport:
     key = os.environ.get(info["key_env"], "")
     if not key:
         raise UsageError(f"{info['key_env']} is not set: the {provider} provider needs an API key")
-    return LiveTransport(info.get("provider", provider), key)
+    problem = key_problem(key)
+    if problem is not None:
+        raise UsageError(f"{info['key_env']} {problem}; fix the variable")
+    raw = os.environ.get("TOOLLOOP_REQUEST_TIMEOUT_S", "").strip()
+    try:
+        limit = float(raw) if raw else REQUEST_TIMEOUT_S
+    except ValueError:
+        limit = -1.0
+    if not 0 < limit < float("inf"):
+        raise UsageError(
+            f"TOOLLOOP_REQUEST_TIMEOUT_S must be a positive number of seconds, not {raw!r}"
+        )
+    return LiveTransport(
+        info.get("provider", provider),
+        key,
+        request_timeout_s=limit,
+        allow_insecure_http=_insecure_http_allowed(),
+    )
+
+
+def _insecure_http_allowed() -> bool:
+    return os.environ.get("TOOLLOOP_ALLOW_INSECURE_HTTP", "") == "1"
 
 
 def base_url(provider: str) -> str:
+    """The provider's base URL; plaintext http to a host that is not loopback is refused."""
+    from toolloop_cli.adapters.live import plaintext_host
+
     info = PROVIDERS[provider]
-    return (info["base_env"] and os.environ.get(info["base_env"])) or info["base_url"]
+    url = (info["base_env"] and os.environ.get(info["base_env"])) or info["base_url"]
+    host = plaintext_host(url)
+    if host is not None and not _insecure_http_allowed():
+        raise UsageError(
+            f"{info['base_env']} is plaintext http:// to {host}, which is not loopback: the key "
+            "would travel unencrypted; use https://, or set TOOLLOOP_ALLOW_INSECURE_HTTP=1"
+        )
+    return url
 
 
 def deps_for(

@@ -1,0 +1,178 @@
+"""What the live transport does to bytes on the wire: keys checked and redacted, bodies decoded.
+
+- ``key_problem`` says why a key cannot be sent as a header value (control characters,
+  whitespace, non-ASCII), naming the character class but never the key.
+- ``Secrets`` redacts the key and its header value from error texts and, as the answer
+  arrives, from the answer's bytes (a key split across two chunks included), so the key never
+  reaches the adapter, the store or a recording, whatever a provider or proxy echoes.
+- ``decoded`` undoes a ``content-encoding`` incrementally: each piece it yields is at most
+  ``PIECE_BYTES`` long and the next is made only when asked for, so a compression bomb costs
+  what the reader consumes (it stops at its byte cap), never the bomb's decoded size.
+- ``plaintext_host`` names the host of an ``http://`` URL that is not loopback.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import zlib
+from collections.abc import Iterable, Iterator
+from urllib.parse import urlsplit
+
+from toolloop_cli.errors import MalformedProviderPayload
+
+__all__ = [
+    "ACCEPT_ENCODING",
+    "MIN_REDACTED_BYTES",
+    "PIECE_BYTES",
+    "REDACTED",
+    "Secrets",
+    "decoded",
+    "key_problem",
+    "plaintext_host",
+]
+
+#: The encodings toolloop asks for and decodes; any other one is refused, never decoded.
+ACCEPT_ENCODING = "gzip, deflate"
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+#: The most decoded bytes made from compressed input at a time.
+PIECE_BYTES = 64 * 1024
+REDACTED = "[REDACTED]"
+#: Shorter secrets are not redacted: they would match ordinary text (no provider issues them).
+MIN_REDACTED_BYTES = 8
+
+
+def key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be a header value, without echoing any of it; None when it can."""
+    for char in key:
+        if char == " ":
+            return "contains whitespace (a space)"
+        if ord(char) < 0x20 or ord(char) == 0x7F:
+            return f"contains a control character ({repr(char)[1:-1]})"
+        if ord(char) > 0x7E:
+            return "contains a non-ASCII character"
+    return None
+
+
+def plaintext_host(url: str) -> str | None:
+    """The host of ``url`` when it is plaintext ``http://`` to a host that is not loopback."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "http":
+        return None
+    host = (parts.hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return None
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host or "(no host)"
+    mapped = getattr(address, "ipv4_mapped", None)
+    return None if address.is_loopback or (mapped is not None and mapped.is_loopback) else host
+
+
+class Secrets:
+    """The key and its header value, in every form an error text or an echo may show them."""
+
+    def __init__(self, *values: str) -> None:
+        forms: set[str] = set()
+        for value in values:
+            forms.update(
+                {
+                    value,
+                    repr(value)[1:-1],  # as a str repr shows it
+                    repr(value.encode("utf-8", "backslashreplace"))[2:-1],  # as bytes repr does
+                    value.replace("\\", "\\\\").replace('"', '\\"'),  # inside a JSON string
+                    value.replace("/", "\\/"),
+                }
+            )
+        keep = [
+            f for f in forms if len(f.encode("utf-8", "backslashreplace")) >= MIN_REDACTED_BYTES
+        ]
+        self._texts = sorted(keep, key=len, reverse=True)  # "Bearer KEY" before "KEY"
+        self._bytes = [f.encode("utf-8", "backslashreplace") for f in self._texts]
+
+    def text(self, message: str) -> str:
+        for form in self._texts:
+            message = message.replace(form, REDACTED)
+        return message
+
+    def redact(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        """``chunks`` with every secret replaced, holding back only a tail that may start one.
+
+        The tail held is the longest end of the data that begins some secret: usually none,
+        so an event is never delayed waiting for the next chunk.
+        """
+        if not self._bytes:
+            yield from chunks
+            return
+        marker = REDACTED.encode()
+        tail = b""
+        for chunk in chunks:
+            data = tail + chunk
+            for form in self._bytes:
+                data = data.replace(form, marker)
+            cut = len(data) - self._may_start(data)
+            tail = data[cut:]
+            if cut:
+                yield data[:cut]
+        if tail:
+            yield tail
+
+    def _may_start(self, data: bytes) -> int:
+        """How many of the last bytes of ``data`` are the start of a secret."""
+        for size in range(min(len(data), max(map(len, self._bytes)) - 1), 0, -1):
+            end = data[-size:]
+            if any(form.startswith(end) for form in self._bytes):
+                return size
+        return 0
+
+
+def accepted(encoding: str, provider: str) -> str:
+    """The one encoding to undo ('' for none); anything toolloop did not ask for is refused."""
+    names = [n.strip().lower() for n in encoding.split(",") if n.strip()]
+    names = [n for n in names if n != "identity"]
+    if not names:
+        return ""
+    if len(names) == 1 and names[0] in _WBITS:
+        return names[0]
+    raise MalformedProviderPayload(
+        f"{provider}: answer has content-encoding {encoding.strip()!r}, which toolloop does not "
+        f"accept (it asks for {ACCEPT_ENCODING})",
+        provider=provider,
+    )
+
+
+def decoded(raw: Iterable[bytes], encoding: str, provider: str) -> Iterator[bytes]:
+    """The decoded body of ``raw`` (``encoding`` from ``accepted``), a bounded piece at a time."""
+    if not encoding:
+        yield from raw
+        return
+    inflater = zlib.decompressobj(_WBITS[encoding])
+    first = True
+    for chunk in raw:
+        if not chunk:
+            continue
+        data = chunk
+        while True:
+            try:
+                piece = inflater.decompress(data, PIECE_BYTES)
+            except zlib.error as exc:
+                if first and encoding == "deflate":  # some servers send deflate unwrapped
+                    inflater, first = zlib.decompressobj(-zlib.MAX_WBITS), False
+                    continue
+                raise _undecodable(encoding, provider, str(exc)) from exc
+            first = False
+            data = inflater.unconsumed_tail
+            if piece:
+                yield piece
+            if inflater.eof:
+                return  # what follows the compressed stream is not part of the body
+            if not data and len(piece) < PIECE_BYTES:
+                break  # this chunk is used up, and nothing is left pending
+    if not first:  # an empty body is empty in any encoding
+        raise _undecodable(encoding, provider, "the compressed body ended early")
+
+
+def _undecodable(encoding: str, provider: str, why: str) -> MalformedProviderPayload:
+    return MalformedProviderPayload(
+        f"{provider}: cannot decode the {encoding} answer: {why}", provider=provider
+    )

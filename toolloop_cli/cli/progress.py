@@ -51,7 +51,7 @@ class TurnProgress:
         if kind == "request":
             self._flush(None)
             self.turn = _int(data.get("turn"))
-            self._show(dim("asking the model"))
+            self._show(dim("  asking the model"))
         elif kind in ("call", "call_streaming"):
             turn = _int(data.get("turn"))
             if turn is not None and turn != self.turn:
@@ -98,7 +98,7 @@ class TurnProgress:
 
     def _show(self, what: Text) -> None:
         if self.status is not None:
-            self.status.update(line(self._label(), safe("  "), what))
+            self.status.update(line(self._label(), what))
 
     def _flush(self, target: str | None) -> None:
         """Print the turn's line once (its calls and, when it settled, the operation's state)."""

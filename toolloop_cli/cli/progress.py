@@ -104,7 +104,12 @@ class TurnProgress:
         """Print the turn's line once (its calls and, when it settled, the operation's state)."""
         if self.turn is None and not self.calls and target is None:
             return
-        shown = line(self._label(), self._calls() if self.calls else dim("  no calls"))
+        if self.calls:
+            shown = line(self._label(), self._calls())
+        else:
+            shown = line(
+                self._label(), dim("  final text" if target == "COMPLETED" else "  no calls")
+            )
         if target is not None:
             shown.append_text(line(dim("  · operation "), render.state_text(target)))
         render.err.print(shown)

@@ -468,3 +468,23 @@ def test_the_consoles_never_parse_markup(capsys: pytest.CaptureFixture[str]) -> 
     assert (captured.out, captured.err) == ("[/] [bold]x[/bold]\n", "[/x]\n")
     source = "\n".join(p.read_text() for p in CLI.glob("*.py"))
     assert "markup=True" not in source and "from_markup" not in source
+
+
+def test_a_call_resume_would_refuse_is_flagged_before_anyone_decides(
+    cli: Invoke, store_path: Path, tmp_path: Path
+) -> None:
+    """Stored arguments edited after the approval was asked: the person is told, in red,
+    that what they would approve is not what the approval is bound to."""
+    run_waiting(cli, reuse_cassette(tmp_path / "reuse.yaml"))
+    conn = sqlite3.connect(store_path)
+    conn.execute(
+        "UPDATE calls SET arguments_json = replace(arguments_json, '4999', '1')"
+        " WHERE name = 'submit_refund'"
+    )
+    conn.commit()
+    conn.close()
+    pending = only_pending(cli)
+    assert pending["call"]["arguments"]["amount_cents"] == 1
+    assert pending["call"]["arguments_match"] is False
+    panel = approval_section(cli("pending").stdout, pending["approval_id"])
+    assert "warning: the stored arguments do not hash to the approval's digest" in panel

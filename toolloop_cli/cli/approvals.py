@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.text import Text
 
 from toolloop_cli.errors import OperationNotFound
 
@@ -57,6 +58,8 @@ def approve(
             store, approval_id, subject, deny=deny, reason=reason, tenant=tenant
         )
         call = shown["call"] if shown is not None else None
+        if not as_json:
+            render.out.print(_decision(apr))
         if then_resume:
             with progress(as_json, verbose) as sink:
                 result = operations.resume(store, apr.operation_id, tenant=tenant, on_event=sink)
@@ -68,20 +71,25 @@ def approve(
             )
         else:
             render.out.print(
-                line(
-                    render.state_text(apr.status),
-                    safe(" "),
-                    safe(apr.approval_id, "bold"),
-                    dim(" by "),
-                    safe(apr.decided_by or "-"),
-                )
-            )
-            render.out.print(
                 safe(f"  next: toolloop resume {apr.operation_id}{store_flag(store_path)}")
             )
         return 0
 
     run_guarded(as_json, body)
+
+
+def _decision(apr: Any) -> Text:
+    """``APPROVED apr_… by ops-lead`` (and the reason of a denial)."""
+    shown = line(
+        render.state_text(apr.status),
+        safe(" "),
+        safe(apr.approval_id, "bold"),
+        dim(" by "),
+        safe(apr.decided_by or "-"),
+    )
+    if apr.reason:
+        shown.append_text(line(dim(": "), safe(apr.reason)))
+    return shown
 
 
 def _shown(store: Any, approval_id: str, tenant: str | None) -> dict[str, Any] | None:

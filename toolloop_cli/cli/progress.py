@@ -1,8 +1,9 @@
 """Progress of ``run``/``resume``/``approve --resume`` on stderr, so stdout stays clean.
 
 One line per model turn: the turn, each call's tool and state, and where the operation went
-(``turn 1  create_refund_draft SUCCEEDED``). On a terminal a Rich status line shows the turn
-in flight. The raw transitions (``MODEL_REQUESTED -> VALIDATING``) and call moves only with
+(``turn 1  create_refund_draft SUCCEEDED``); while a streamed call's arguments arrive, a line
+says the model is preparing it (nothing has run). On a terminal a Rich status line shows the
+turn in flight. The raw transitions (``MODEL_REQUESTED -> VALIDATING``) and call moves only with
 ``--verbose``. Tool names come from the model: they are shown through ``render.safe``.
 """
 
@@ -52,14 +53,23 @@ class TurnProgress:
             self._flush(None)
             self.turn = _int(data.get("turn"))
             self._show(dim("  asking the model"))
-        elif kind in ("call", "call_streaming"):
+        elif kind == "call":
             turn = _int(data.get("turn"))
             if turn is not None and turn != self.turn:
                 self._flush(None)
                 self.turn = turn
-            state = str(data["state"]) if kind == "call" else "arriving"
-            self.calls[str(data["call_id"])] = (str(data["name"]), state)
+            self.calls[str(data["call_id"])] = (str(data["name"]), str(data["state"]))
             self._show(self._calls())
+        elif kind == "call_streaming":  # arguments still arriving: nothing has run
+            render.err.print(
+                line(
+                    dim("    model is preparing call "),
+                    dim(data["call_id"]),
+                    dim(" "),
+                    dim(data["name"]),
+                )
+            )
+            self._show(line(dim("  model is preparing "), safe(data["name"])))
         elif kind == "backoff":
             seconds = float(str(data["seconds"]))
             render.err.print(dim(f"  retrying in {seconds:.2f} s"))

@@ -106,7 +106,8 @@ def _reason() -> str | None:
 
 
 def _read(question: Any, *, choices: list[str] | None, default: str) -> str | None:
-    """One answer from the terminal, or None at end of input (Ctrl-D)."""
+    """One answer from the terminal, or None at end of input or an interrupt (Ctrl-D, Ctrl-C):
+    the approval is then left pending, as if the person had chosen so."""
     try:
         return Prompt.ask(
             question,
@@ -115,5 +116,6 @@ def _read(question: Any, *, choices: list[str] | None, default: str) -> str | No
             default=default,
             show_default=bool(choices),
         )
-    except EOFError:
+    except (EOFError, KeyboardInterrupt):
+        render.out.print()
         return None

@@ -136,11 +136,11 @@ def runs(ops: list[OperationRecord]) -> Table:
 def escalated(ops: list[dict[str, Any]]) -> Table:
     """Operations stopped for a person, with why and the command that continues one."""
     table = _table(f"{len(ops)} escalated operation(s)")
-    table.add_column("operation", overflow="fold")
-    table.add_column("reason", overflow="fold")
+    table.add_column("operation / state", overflow="fold")
+    table.add_column("reason, and how to continue", overflow="fold")
     for op in ops:
         table.add_row(
-            line(safe(op["operation_id"], "bold magenta")),
+            line(safe(op["operation_id"], "bold"), newline(), render.state_text(op["state"])),
             line(
                 safe(op["reason"] or "-"),
                 newline(),

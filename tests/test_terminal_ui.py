@@ -170,6 +170,7 @@ def test_on_a_terminal_the_turns_show_as_a_status_line(store_path: Path) -> None
     )
     child.expect(pexpect.EOF)
     screen = child.before
+    assert isinstance(screen, str)
     child.close()
     assert child.exitstatus == 10
     assert "turn 2" in screen and "submit_refund" in screen

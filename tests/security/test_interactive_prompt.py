@@ -57,10 +57,17 @@ def spawn(store_path: Path, *args: str, env: dict[str, str] | None = None) -> pe
     )
 
 
+def printed(child: pexpect.spawn) -> str:
+    """What the child printed before the last match (text: the child runs with an encoding)."""
+    text = child.before
+    assert isinstance(text, str)
+    return text
+
+
 def finish(child: pexpect.spawn) -> tuple[str, int]:
     """Everything printed until the process ends, and its exit status."""
     child.expect(pexpect.EOF)
-    rest = child.before
+    rest = printed(child)
     child.close()
     assert child.exitstatus is not None, child.signalstatus
     return rest, child.exitstatus
@@ -89,7 +96,7 @@ def only_approval(store_path: Path) -> tuple[str, str | None, str | None]:
 def test_approve_at_the_prompt_runs_the_call_and_completes(store_path: Path) -> None:
     child = refund_run(store_path, "--as", "ops-lead")
     child.expect(CHOICE)
-    screen = plain(child.before)
+    screen = plain(printed(child))
     for shown in ("submit_refund", "risk", "irreversible", '"amount_cents": 4999'):
         assert shown in screen
     for shown in ("idempotency key", "idk_", "policy revision", "pol-3", "expires", TASK[:30]):
@@ -204,7 +211,7 @@ def test_a_reused_call_id_shows_the_waiting_calls_own_arguments(
         "ops-lead",
     )
     child.expect(CHOICE)
-    screen = plain(child.before)
+    screen = plain(printed(child))
     prompt = screen[screen.index("approval apr_") :]
     assert '"amount_cents": 4999' in prompt and "goodwill" not in prompt
     assert "call_X of response resp_t2" in prompt
@@ -240,7 +247,7 @@ def test_hostile_text_in_the_prompt_is_shown_escaped(store_path: Path, tmp_path:
         "ops-lead",
     )
     child.expect(CHOICE)
-    raw_screen = child.before
+    raw_screen = printed(child)
     panel = raw_screen[raw_screen.index("approval ") : raw_screen.index("decide as")]
     screen = plain(panel)
     assert '"account": "acct_42 [conceal]",' in screen

@@ -8,7 +8,7 @@ import typer
 
 from toolloop_cli import __version__
 
-from . import approvals, audit, diff, inspect, registry, replay, run, serve
+from . import approvals, audit, diff, inspect, registry, render, replay, run, serve
 
 app = typer.Typer(
     name="toolloop",
@@ -21,7 +21,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"toolloop {__version__}")
+        render.out.print(render.safe(f"toolloop {__version__}"))
         raise typer.Exit(0)
 
 

@@ -1,12 +1,13 @@
-"""``approve`` and ``pending``."""
+"""``approve`` and ``pending``: each approval is shown with its exact call before anyone decides."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
+
+from toolloop_cli.errors import OperationNotFound
 
 from .lazy import LazyModule
 
@@ -21,10 +22,12 @@ else:
     views = LazyModule("toolloop_cli.service.views")
     states = LazyModule("toolloop_cli.engine.states")
 
-from . import render
+from . import panels, render, tables
 from .exits import run_guarded
-from .options import DEFAULT_STORE, JsonOpt, StoreOpt, TenantOpt
-from .run import _progress, finish
+from .options import DEFAULT_STORE, JsonOpt, StoreOpt, TenantOpt, VerboseOpt
+from .progress import progress
+from .render import dim, line, safe
+from .run import finish, store_flag
 
 
 def approve(
@@ -36,34 +39,66 @@ def approve(
         bool, typer.Option("--resume", help="Resume the operation after deciding.")
     ] = False,
     tenant: TenantOpt = None,
+    verbose: VerboseOpt = False,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
-    """Record a decision on one pending approval (the first decision stands)."""
+    """Record a decision on one pending approval (the first decision stands).
+
+    The call is printed in full (tool, risk, arguments, idempotency key, digest, policy
+    revision, expiry) before the decision is recorded.
+    """
 
     def body() -> int:
         store = stores.open_store(store_path)
+        shown = _shown(store, approval_id, tenant)
+        if shown is not None and not as_json:
+            render.block(panels.approval(shown, context=True))
         apr = approvals.approve(
             store, approval_id, subject, deny=deny, reason=reason, tenant=tenant
         )
+        call = shown["call"] if shown is not None else None
+        if not as_json:
+            render.out.print(_decision(apr))
         if then_resume:
-            result = operations.resume(
-                store, apr.operation_id, tenant=tenant, on_event=_progress(as_json)
-            )
-            return finish(store, result, as_json, store_path, {"decision": apr.model_dump()})
+            with progress(as_json, verbose) as sink:
+                result = operations.resume(store, apr.operation_id, tenant=tenant, on_event=sink)
+            extra = {"decision": apr.model_dump(), "call": call}
+            return finish(store, result, as_json, store_path, extra)
         if as_json:
-            render.emit_json({"decision": apr.model_dump(), "operation_id": apr.operation_id})
+            render.emit_json(
+                {"decision": apr.model_dump(), "operation_id": apr.operation_id, "call": call}
+            )
         else:
             render.out.print(
-                Text.assemble(
-                    (apr.status, "bold"),
-                    f" {apr.approval_id} ({apr.tool}, call {apr.call_id}) by {apr.decided_by}",
-                )
+                safe(f"  next: toolloop resume {apr.operation_id}{store_flag(store_path)}")
             )
-            render.out.print(f"  next: toolloop resume {apr.operation_id}")
         return 0
 
     run_guarded(as_json, body)
+
+
+def _decision(apr: Any) -> Text:
+    """``APPROVED apr_… by ops-lead`` (and the reason of a denial)."""
+    shown = line(
+        render.state_text(apr.status),
+        safe(" "),
+        safe(apr.approval_id, "bold"),
+        dim(" by "),
+        safe(apr.decided_by or "-"),
+    )
+    if apr.reason:
+        shown.append_text(line(dim(": "), safe(apr.reason)))
+    return shown
+
+
+def _shown(store: Any, approval_id: str, tenant: str | None) -> dict[str, Any] | None:
+    """The approval with its call; None when it is not visible (``approve`` then refuses it
+    and logs the attempt on its owner, as it always has)."""
+    try:
+        return views.approval_view(store, approval_id, tenant)
+    except OperationNotFound:
+        return None
 
 
 def pending(
@@ -71,37 +106,31 @@ def pending(
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
-    """List approvals waiting for a decision, and operations escalated to a person."""
+    """List approvals waiting for a decision, each with its full call, and escalated operations."""
 
     def body() -> int:
         store = stores.open_store(store_path)
         rows = store.pending_approvals(tenant)
-        escalated = store.operations_in_state(states.OpState.ESCALATED, tenant)
+        shown = [views.approval_view(store, a.approval_id, approval=a) for a in rows]
+        escalated = [
+            views.summary(op) for op in store.operations_in_state(states.OpState.ESCALATED, tenant)
+        ]
         if as_json:
             render.emit_json(
                 {
-                    "pending": [a.model_dump() for a in rows],
-                    "escalated": [views.summary(op) for op in escalated],
+                    "pending": [
+                        {**a.model_dump(), "call": view["call"]}
+                        for a, view in zip(rows, shown, strict=True)
+                    ],
+                    "escalated": escalated,
                 }
             )
             return 0
-        table = Table(title=f"{len(rows)} pending approval(s)", title_justify="left")
-        for col in ("approval id", "operation", "tool", "call id", "requested by", "expires at"):
-            table.add_column(col, overflow="fold")
-        for a in rows:
-            table.add_row(
-                a.approval_id, a.operation_id, a.tool, a.call_id, a.requested_by, a.expires_at
-            )
-        render.out.print(table)
-        for op in escalated:
-            render.out.print(
-                Text.assemble(
-                    ("ESCALATED ", "bold magenta"), (op.operation_id, "bold"), f": {op.reason}"
-                )
-            )
-            render.out.print(
-                f"  after checking: toolloop resume {op.operation_id} --force-continue --as SUBJECT"
-            )
+        render.out.print(safe(f"{len(rows)} pending approval(s)", "bold"))
+        for view in shown:
+            render.block(panels.approval(view))
+        if escalated:
+            render.block(tables.escalated(escalated))
         return 0
 
     run_guarded(as_json, body)

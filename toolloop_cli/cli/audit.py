@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.text import Text
 
 from toolloop_cli.errors import UsageError
 
@@ -15,6 +14,7 @@ if TYPE_CHECKING:  # imported when verify runs, so `toolloop --help` does not pa
 from . import render
 from .exits import run_guarded
 from .options import DEFAULT_STORE, JsonOpt, StoreOpt
+from .render import dim, line, safe
 
 #: Exit code when anything does not recompute (design.md §8).
 MISMATCH = 20
@@ -50,7 +50,7 @@ def verify(
         if as_json:
             render.emit_json(report_json(report, operation_id))
         elif head:
-            render.out.print(report.head.text())
+            render.out.print(safe(report.head.text()))
         else:
             _print(report)
         return 0 if report.ok else MISMATCH
@@ -78,11 +78,10 @@ def _print(report: Report) -> None:
         f"{c['requests_rebuilt']} request(s) rebuilt, {c['requests_unchecked']} not rebuildable"
     )
     for mismatch in report.mismatches:
-        render.out.print(Text(mismatch.line()))
+        render.out.print(safe(mismatch.line()))
     if report.ok:
-        render.out.print(Text.assemble(("verified ", "bold green"), summary))
+        render.out.print(line(safe("verified ", "bold green"), safe(summary)))
     else:
-        render.out.print(
-            Text.assemble((f"{len(report.mismatches)} mismatch(es) ", "bold red"), summary)
-        )
-    render.out.print(Text(f"head {report.head.text()}", style="dim"))
+        count = f"{len(report.mismatches)} mismatch(es) "
+        render.out.print(line(safe(count, "bold red"), safe(summary)))
+    render.out.print(dim(f"head {report.head.text()}"))

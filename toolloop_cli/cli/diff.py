@@ -20,6 +20,7 @@ else:
 from . import render
 from .exits import run_guarded
 from .options import DEFAULT_STORE, JsonOpt, StoreOpt
+from .render import line, newline, safe
 
 #: Exit code when the runs differ (as diff(1) does).
 DIFFERENT = 1
@@ -53,24 +54,26 @@ def diff(
 
 def _print(report: Any) -> None:
     if report.equal:
-        render.out.print(Text("no differences", style="bold green"))
+        render.out.print(safe("no differences", "bold green"))
         return
     table = Table(
-        title=f"{len(report.differences)} difference(s)", title_justify="left", show_lines=True
+        title=safe(f"{len(report.differences)} difference(s)", "bold"),
+        title_justify="left",
+        show_lines=True,
     )
     table.add_column("where", overflow="fold", style="bold")
-    table.add_column(f"A  {report.a}", overflow="fold")
-    table.add_column(f"B  {report.b}", overflow="fold")
+    table.add_column(line(safe("A  "), safe(report.a)), overflow="fold")
+    table.add_column(line(safe("B  "), safe(report.b)), overflow="fold")
     for d in report.differences:
-        where = d.path
+        where = safe(d.path)
         if d.call_a or d.call_b:
             ids = d.call_a if d.call_a == d.call_b else f"{d.call_a or '-'} / {d.call_b or '-'}"
-            where += f"\n{ids}"
+            where.append_text(line(newline(), safe(ids)))
         table.add_row(where, _cell(d.a, d.kind == "only_b"), _cell(d.b, d.kind == "only_a"))
-    render.out.print(table)
+    render.block(table)
 
 
 def _cell(value: Any, absent: bool) -> Text:
     if absent:
-        return Text("(absent)", style="dim")
-    return Text(render.short(value, 200))
+        return safe("(absent)", "dim")
+    return render.short(value, 200)

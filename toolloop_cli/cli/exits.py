@@ -6,11 +6,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import typer
-from rich.text import Text
 
 from toolloop_cli.errors import RegistryError, ToolloopError
 
 from . import render
+from .render import line, safe
 
 #: Exit code for bad input or usage (one clear line on stderr).
 USAGE = 2
@@ -33,10 +33,10 @@ def report(exc: ToolloopError, as_json: bool) -> None:
         if isinstance(exc, RegistryError):
             payload["problems"] = [{"path": p, "message": m} for p, m in exc.problems]
         render.emit_json(payload)
-    render.err.print(Text.assemble(("error: ", "bold red"), message))
+    render.err.print(line(safe("error: ", "bold red"), safe(message)))
     if isinstance(exc, RegistryError) and len(exc.problems) > 1:
         for path, problem in exc.problems[1:]:
-            render.err.print(Text(f"  {path or '<document>'}: {problem}"))
+            render.err.print(safe(f"  {path or '<document>'}: {problem}"))
 
 
 def run_guarded(as_json: bool, fn: Callable[[], int]) -> None:

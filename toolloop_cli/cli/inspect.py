@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from .lazy import LazyModule
 
@@ -16,7 +15,7 @@ else:
     stores = LazyModule("toolloop_cli.store")
     views = LazyModule("toolloop_cli.service.views")
 
-from . import render
+from . import render, tables
 from .exits import run_guarded
 from .options import DEFAULT_STORE, JsonOpt, StoreOpt, TenantOpt
 
@@ -34,7 +33,7 @@ def show(
         if as_json:
             render.emit_json(view)
         else:
-            render.operation(view)
+            tables.operation(view)
         return 0
 
     run_guarded(as_json, body)
@@ -53,19 +52,7 @@ def runs(
         if as_json:
             render.emit_json({"operations": [views.summary(op) for op in ops]})
             return 0
-        table = Table(title=f"{len(ops)} operation(s)", title_justify="left")
-        for col in ("operation", "state", "provider", "model", "created", "task"):
-            table.add_column(col, overflow="fold")
-        for op in ops:
-            table.add_row(
-                op.operation_id,
-                render.state_text(op.state.value),
-                f"{op.provider}/{op.api_family}",
-                op.model,
-                op.created_at,
-                render.short(op.task, 50),
-            )
-        render.out.print(table)
+        render.block(tables.runs(ops))
         return 0
 
     run_guarded(as_json, body)

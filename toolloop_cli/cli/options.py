@@ -19,6 +19,22 @@ StoreOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Also print every raw transition and call move (on stderr)."
+    ),
+]
+ApproverOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--as",
+        envvar="TOOLLOOP_SUBJECT",
+        help="Who decides approvals at the --interactive prompt (a policy approver; "
+        "env TOOLLOOP_SUBJECT). Without it, interactive mode leaves approvals pending.",
+        show_default=False,
+    ),
+]
 TenantOpt = Annotated[
     str | None,
     typer.Option("--tenant", envvar="TOOLLOOP_TENANT", help="Only see this tenant's operations."),

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.text import Text
 
 from toolloop_cli.errors import RegistryError
 
@@ -20,6 +19,7 @@ else:
 from . import render
 from .exits import run_guarded
 from .options import JsonOpt
+from .render import safe
 
 app = typer.Typer(help="Work with tool registries.", no_args_is_help=True)
 
@@ -37,8 +37,8 @@ def check(
         except RegistryError as exc:
             if not as_json:
                 for where, problem in exc.problems:
-                    render.err.print(Text(f"{path}: {where or '<document>'}: {problem}"))
-                render.err.print(Text(f"{len(exc.problems)} problem(s)", style="bold red"))
+                    render.err.print(safe(f"{path}: {where or '<document>'}: {problem}"))
+                render.err.print(safe(f"{len(exc.problems)} problem(s)", "bold red"))
                 raise SystemExit(2) from None
             raise
         if as_json:
@@ -53,8 +53,10 @@ def check(
             )
         else:
             render.out.print(
-                f"{path}: ok — registry {registry.name}@{registry.revision}, "
-                f"{len(registry.tools)} tool(s), {registry.sha256}"
+                safe(
+                    f"{path}: ok — registry {registry.name}@{registry.revision}, "
+                    f"{len(registry.tools)} tool(s), {registry.sha256}"
+                )
             )
         return 0
 

@@ -1,112 +1,185 @@
-"""Output: Rich for people, exactly one JSON object for programs. The only place that prints."""
+"""Output: Rich for people, exactly one JSON object for programs. The only place that prints.
+
+Every string a model, a cassette, a provider, a handler or a registry wrote is untrusted: it
+reaches the terminal only through ``safe`` (or ``safe_json``), which returns a Rich ``Text``
+(never parsed as markup) with every control character, escape sequence, bidi override and
+invisible character replaced by a visible escape (``\\x1b``, ``\\u202e``). Both consoles are
+``markup=False`` as well, so a plain string printed by mistake is never parsed as markup
+either. ``--json`` output is untouched: JSON escaping already makes it exact.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
+import unicodedata
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.text import Text
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
-_STATE_STYLE = {
+STATE_STYLE = {
     "COMPLETED": "bold green",
+    "SUCCEEDED": "green",
+    "RECONCILED": "green",
+    "APPROVED": "green",
     "WAITING_APPROVAL": "bold yellow",
+    "PENDING": "bold yellow",
+    "EXECUTING": "cyan",
+    "MODEL_REQUESTED": "cyan",
+    "VALIDATING": "cyan",
+    "RESULTS_READY": "cyan",
+    "PROPOSED": "cyan",
+    "DUPLICATE": "blue",
     "REFUSED": "bold red",
     "INCOMPLETE": "bold red",
     "FAILED": "bold red",
     "NO_PROGRESS": "bold red",
     "BUDGET_EXHAUSTED": "bold red",
+    "INVALID": "red",
+    "DENIED": "red",
+    "EXPIRED": "red",
+    "TIMED_OUT": "red",
+    "NOT_EXECUTED": "dim",
     "ESCALATED": "bold magenta",
+    "UNKNOWN_OUTCOME": "bold magenta",
 }
+RISK_STYLE = {"read": "green", "write": "yellow", "irreversible": "bold red"}
+
+#: characters worth a closer look: anything outside printable ASCII
+_SUSPECT = re.compile(r"[^\x20-\x7e]")
+#: control (C0, DEL, C1), format (bidi, zero-width, BOM, tags), line/paragraph separators,
+#: surrogates: each one can move, hide, reorder or fake what the terminal shows
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+_ESCAPE_STYLE = "reverse"
 
 
-def emit_json(obj: dict[str, Any]) -> None:
-    """The one JSON object of a ``--json`` command, on stdout."""
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, sort_keys=False) + "\n")
-    sys.stdout.flush()
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def _hidden(ch: str, newlines: bool) -> bool:
+    if ch == "\n":
+        return not newlines
+    return unicodedata.category(ch) in _HIDDEN_CATEGORIES
+
+
+def visible(text: str, *, newlines: bool = False) -> str:
+    """``text`` with every hidden or terminal-controlling character written as an escape."""
+    return _SUSPECT.sub(
+        lambda m: _escape(m.group()) if _hidden(m.group(), newlines) else m.group(), text
+    )
+
+
+def safe(value: object, style: str = "", *, newlines: bool = False) -> Text:
+    """Untrusted text for the terminal: a ``Text`` (no markup), escapes shown in reverse video.
+
+    ``newlines=True`` keeps line feeds as line breaks (multi-line text inside a panel); every
+    other control character, CR included, is always shown escaped.
+    """
+    text = value if isinstance(value, str) else str(value)
+    result = Text(style=style)
+    last = 0
+    for match in _SUSPECT.finditer(text):
+        ch = match.group()
+        if not _hidden(ch, newlines):
+            continue
+        result.append(text[last : match.start()])
+        result.append(_escape(ch), style=_ESCAPE_STYLE)
+        last = match.end()
+    result.append(text[last:])
+    return result
+
+
+def line(*parts: Text | str) -> Text:
+    """Join ``Text`` parts; a plain ``str`` part is treated as untrusted and made ``safe``."""
+    result = Text()
+    for part in parts:
+        result.append_text(part if isinstance(part, Text) else safe(part))
+    return result
+
+
+def dim(value: object) -> Text:
+    return safe(value, "dim")
+
+
+def compact_json(value: Any) -> str:
+    """One-line JSON with sorted keys (the order canonical arguments are hashed in)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def safe_json(value: Any, *, pretty: bool = False, style: str = "") -> Text:
+    """A JSON value for a person: sorted keys, whole (never cut), made ``safe``.
+
+    JSON escaping already spells out C0 controls inside strings; ``safe`` adds the rest
+    (C1, bidi, zero-width, separators). A raw string (arguments that never parsed) is shown
+    as it is, escaped.
+    """
+    if isinstance(value, str):
+        return safe(value, style)
+    if pretty:
+        return safe(
+            json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2), style, newlines=True
+        )
+    return safe(compact_json(value), style)
+
+
+def short(value: Any, width: int = 80, style: str = "") -> Text:
+    """A value cut to ``width`` characters (for results and overviews, never for arguments)."""
+    text = compact_json(value)
+    return safe(text if len(text) <= width else text[: width - 1] + "…", style)
+
+
+def newline() -> Text:
+    """A line break of our own (``safe`` shows one inside untrusted text as ``\\x0a``)."""
+    return Text("\n")
 
 
 def state_text(state: str) -> Text:
-    return Text(state, style=_STATE_STYLE.get(state, "bold"))
+    return safe(state, STATE_STYLE.get(state, "bold"))
 
 
-def short(value: Any, width: int = 80) -> str:
-    text = (
-        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+def risk_text(risk: str | None) -> Text:
+    if risk is None:
+        return safe("unknown", "bold red")
+    return safe(risk, RISK_STYLE.get(risk, "bold"))
+
+
+def _json_escape(ch: str) -> str:
+    code = ord(ch)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a UTF-16 surrogate pair, as JSON spells characters beyond the BMP
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def block(renderable: RenderableType) -> None:
+    """A table or panel on stdout, laid out to the terminal's width (lines are never wrapped,
+    so a command to copy stays one line; blocks are, so they fit 80 columns)."""
+    out.print(renderable, soft_wrap=False)
+
+
+def emit_json(obj: dict[str, Any]) -> None:
+    """The one JSON object of a ``--json`` command, on stdout.
+
+    The same value JSON decoders read, with the characters ``json.dumps`` leaves raw (C1
+    controls, bidi overrides, zero-width and separator characters) written as ``\\u`` escapes
+    too, so the object is safe to print on a terminal as it is.
+    """
+    text = json.dumps(obj, ensure_ascii=False, sort_keys=False)
+    text = _SUSPECT.sub(
+        lambda m: _json_escape(m.group()) if _hidden(m.group(), False) else m.group(), text
     )
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def operation(view: dict[str, Any]) -> None:
-    """An operation for a person: header, turns, calls, approvals."""
-    head = Text.assemble(
-        ("operation ", "dim"), (view["operation_id"], "bold"), "  ", state_text(view["state"])
-    )
-    out.print(head)
-    out.print(
-        f"[dim]{view['provider']}/{view['api_family']} · model {view['model']} · "
-        f"tenant {view['tenant']} · subject {view['subject']} · "
-        f"registry {view['registry']['name']}@{view['registry']['revision']}[/dim]"
-    )
-    if view.get("reason"):
-        out.print(f"[dim]reason:[/dim] {view['reason']}")
-    for turn in view.get("turns", []):
-        out.print(_turn_line(turn))
-    for call in view.get("calls", []):
-        out.print(_call_line(call))
-    for apr in view.get("approvals", []):
-        out.print(_approval_line(apr))
-    counters = view["counters"]
-    guards = view["guards"]
-    out.print(
-        f"[dim]budgets: turns {counters['turns']}/{guards['max_turns']} · "
-        f"tool calls {counters['tool_calls']}/{guards['max_tool_calls']} · "
-        f"retries {counters['retries']}/{guards['max_retries']} · "
-        f"tokens in {counters['input_tokens']} out {counters['output_tokens']}[/dim]"
-    )
-    if view.get("final_text"):
-        out.print(Text("final text: ", style="bold") + Text(view["final_text"]))
-
-
-def _turn_line(t: dict[str, Any]) -> Text:
-    line = Text.assemble(
-        (f"turn {t['index']} ", "bold"),
-        t["outcome"],
-        (f"  {t['finish_reason'] or '-'}  {t['response_id'] or ''}", "dim"),
-    )
-    if t["detail"]:
-        line.append(f"\n      {short(t['detail'], 110)}", style="dim")
-    return line
-
-
-def _call_line(c: dict[str, Any]) -> Text:
-    """One call per line: turn, tool, arguments, state, then its result indented below."""
-    line = Text.assemble(
-        (f"  turn {c['turn']} ", "dim"),
-        (c["name"], "bold"),
-        " ",
-        short(c["arguments"], 70),
-        "  ",
-        state_text(c["state"]),
-        (f"  {c['call_id']}", "dim"),
-    )
-    if c["result"] is not None:
-        line.append("\n      → " + short(c["result"], 110), style="dim")
-    return line
-
-
-def _approval_line(a: dict[str, Any]) -> Text:
-    decided = f" by {a['decided_by']}" if a["decided_by"] else ""
-    why = f": {a['reason']}" if a["reason"] else ""
-    return Text.assemble(
-        ("  approval ", "dim"),
-        (a["approval_id"], "bold"),
-        f" {a['tool']} ",
-        state_text(a["status"]),
-        f"{decided}{why}",
-        (f"  expires {a['expires_at']}", "dim"),
-    )
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.text import Text
 
 from .lazy import LazyModule
 
@@ -20,9 +19,10 @@ else:
     stores = LazyModule("toolloop_cli.store")
     views = LazyModule("toolloop_cli.service.views")
 
-from . import render
+from . import render, tables
 from .exits import run_guarded
 from .options import DEFAULT_STORE, JsonOpt, StoreOpt
+from .render import dim, line, safe
 
 #: Exit code when the replay diverges from the recording (design.md §8).
 DIVERGED = 17
@@ -84,7 +84,7 @@ def replay(
             render.emit_json(_json(report, shown))
         else:
             for view in shown:
-                render.operation(view)
+                tables.operation(view)
                 _print_divergences(view)
             _print_skipped(report)
         return _exit_code(report)
@@ -137,17 +137,20 @@ def _print_divergences(view: dict[str, Any]) -> None:
     requests = len(view["turns"])
     if view["replay"]["waiting"]:
         render.out.print(
-            Text(
-                f"{view['replay']['waiting']}: replay again with --approve-as SUBJECT, or decide "
-                "with toolloop approve APR --as SUBJECT --resume",
-                style="yellow",
+            line(
+                safe(view["replay"]["waiting"], "yellow"),
+                safe(
+                    ": replay again with --approve-as SUBJECT, or decide "
+                    "with toolloop approve APR --as SUBJECT --resume",
+                    "yellow",
+                ),
             )
         )
     if not found:
-        line = f"no divergence: {requests} request(s) match the recording"
-        render.out.print(Text(line, style="bold green"))
+        done = f"no divergence: {requests} request(s) match the recording"
+        render.out.print(safe(done, "bold green"))
         return
-    render.out.print(Text(f"{len(found)} divergence(s) from the recording", style="bold red"))
+    render.out.print(safe(f"{len(found)} divergence(s) from the recording", "bold red"))
     for d in found:
         where = " ".join(
             part
@@ -159,24 +162,23 @@ def _print_divergences(view: dict[str, Any]) -> None:
             if part
         )
         render.out.print(
-            Text.assemble(
-                ("  ", ""),
-                (d["kind"], "bold"),
-                f" {where}: ",
-                ("recorded ", "dim"),
+            line(
+                safe("  "),
+                safe(d["kind"], "bold"),
+                safe(" "),
+                safe(where),
+                safe(": "),
+                dim("recorded "),
                 render.short(d["recorded"], 60),
-                ("  replayed ", "dim"),
+                dim("  replayed "),
                 render.short(d["replayed"], 60),
             )
         )
-        render.out.print(Text(f"      {d['message']}", style="dim"))
+        render.out.print(line(dim("      "), dim(d["message"])))
 
 
 def _print_skipped(report: Any) -> None:
     for item in report.skipped:
         render.out.print(
-            Text(
-                f"skipped interaction {item.index}: {item.method} {item.uri} ({item.reason})",
-                style="dim",
-            )
+            dim(f"skipped interaction {item.index}: {item.method} {item.uri} ({item.reason})")
         )

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.text import Text
 
 from toolloop_cli.errors import ToolloopError
 
@@ -17,20 +16,20 @@ from .lazy import LazyModule
 if TYPE_CHECKING:
     from toolloop_cli import store as stores
     from toolloop_cli.engine.loop import StepResult
-    from toolloop_cli.service import approvals, operations, views
+    from toolloop_cli.service import operations, views
     from toolloop_cli.store import Store
     from toolloop_cli.tools import registry as registries
 else:
-    approvals = LazyModule("toolloop_cli.service.approvals")
     operations = LazyModule("toolloop_cli.service.operations")
     stores = LazyModule("toolloop_cli.store")
     views = LazyModule("toolloop_cli.service.views")
     registries = LazyModule("toolloop_cli.tools.registry")
 
-from . import render
+from . import panels, prompt, render, tables
 from .exits import run_guarded
 from .options import (
     DEFAULT_STORE,
+    ApproverOpt,
     DeadlineOpt,
     JsonOpt,
     MaxCallsPerToolOpt,
@@ -48,31 +47,14 @@ from .options import (
     StoreOpt,
     TenantOpt,
     ToolTimeoutOpt,
+    VerboseOpt,
     per_tool_limits,
 )
+from .progress import progress
+from .render import safe
 
 
-def _progress(as_json: bool) -> Any:
-    """Live progress lines for people (on stderr, so stdout stays clean)."""
-    if as_json:
-        return None
-
-    def sink(kind: str, data: dict[str, object]) -> None:
-        if kind == "transition":
-            render.err.print(Text(f"  {data['source']} -> {data['target']}", style="dim"))
-        elif kind == "call":
-            render.err.print(Text(f"    call {data['call_id']} {data['name']}: {data['state']}"))
-        elif kind == "backoff":
-            render.err.print(Text(f"  retrying in {float(str(data['seconds'])):.2f} s", "dim"))
-        elif kind == "call_streaming":  # arguments still arriving: nothing has run
-            render.err.print(
-                Text(f"    model is preparing call {data['call_id']} {data['name']}", "dim")
-            )
-
-    return sink
-
-
-def _store_flag(store_path: Path) -> str:
+def store_flag(store_path: Path) -> str:
     if store_path == DEFAULT_STORE:
         return ""
     return f" --store {shlex.quote(str(store_path))}"
@@ -89,9 +71,9 @@ def finish(
     if as_json:
         render.emit_json(view)
     else:
-        render.operation(view)
+        tables.operation(view)
         if view["state"] == "WAITING_APPROVAL":
-            _print_next_steps(view, store_path)
+            _print_next_steps(store, view, store_path)
     return views.exit_code(result.target)
 
 
@@ -102,31 +84,21 @@ def _approver(view: dict[str, Any]) -> str:
     except ToolloopError:
         return "SUBJECT"
     others = [a for a in policy.approvers if a != view["subject"]]
-    return others[0] if others else "SUBJECT"
+    return shlex.quote(others[0]) if others else "SUBJECT"
 
 
-def _print_next_steps(view: dict[str, Any], store_path: Path) -> None:
-    flag = _store_flag(store_path)
+def _print_next_steps(store: Store, view: dict[str, Any], store_path: Path) -> None:
+    """Each waiting call in full (through its approval's own row), then the commands."""
+    flag = store_flag(store_path)
     who = _approver(view)
-    pending = [a for a in view["approvals"] if a["status"] == "PENDING"]
-    for apr in pending:
-        call = next(c for c in view["calls"] if c["call_id"] == apr["call_id"])
+    for shown in views.waiting_approval_views(store, view["operation_id"]):
+        apr = shown["approval_id"]
+        render.block(panels.approval(shown))
+        render.out.print(safe(f"  approve:  toolloop approve {apr} --as {who} --resume{flag}"))
         render.out.print(
-            Text.assemble(
-                ("waiting for approval ", "bold yellow"),
-                (apr["approval_id"], "bold"),
-                f": {apr['tool']} {render.short(call['arguments'], 200)}",
-                (f" (expires {apr['expires_at']})", "dim"),
-            )
+            safe(f'  deny:     toolloop approve {apr} --as {who} --deny --reason "..."{flag}')
         )
-        render.out.print(
-            f"  approve:  toolloop approve {apr['approval_id']} --as {who} --resume{flag}"
-        )
-        render.out.print(
-            f"  deny:     toolloop approve {apr['approval_id']} --as {who} --deny "
-            f'--reason "..."{flag}'
-        )
-    render.out.print(f"  resume:   toolloop resume {view['operation_id']}{flag}")
+    render.out.print(safe(f"  resume:   toolloop resume {view['operation_id']}{flag}"))
 
 
 def run(
@@ -170,6 +142,8 @@ def run(
     interactive: Annotated[
         bool, typer.Option("--interactive/--no-interactive", help="Ask for approvals on a TTY.")
     ] = False,
+    approver: ApproverOpt = None,
+    verbose: VerboseOpt = False,
     record: Annotated[
         Path | None,
         typer.Option(
@@ -213,28 +187,25 @@ def run(
             max_output_tokens=turn_max_output_tokens,
             record=record,
         )
-        result = operations.start(store, options, on_event=_progress(as_json))
-        if interactive and sys.stdin.isatty() and not as_json and result.waiting:
-            result = _ask_approvals(store, result)
+        with progress(as_json, verbose) as sink:
+            result = operations.start(store, options, on_event=sink)
+        if interactive and sys.stdin.isatty() and not as_json:
+            result = _interact(store, result, approver or None, verbose)
         return finish(store, result, as_json, store_path, {})
 
     run_guarded(as_json, body)
 
 
-def _ask_approvals(store: Store, result: StepResult) -> StepResult:
-    """On a terminal, ask a listed approver for each pending decision, then resume."""
+def _interact(store: Store, result: StepResult, approver: str | None, verbose: bool) -> StepResult:
+    """Ask about each waiting call; resume once none is left pending, as often as needed."""
     op_id = result.operation.operation_id
-    for apr in store.approvals(op_id):
-        if apr.status != "PENDING":
-            continue
-        call = next(c for c in store.calls(op_id) if c.call_id == apr.call_id)
-        render.out.print(f"{apr.tool} {render.short(call.arguments, 200)}")
-        who = typer.prompt("approve as (empty to leave pending)", default="", show_default=False)
-        if not who:
-            return result
-        deny = not typer.confirm("approve?", default=False)
-        approvals.approve(store, apr.approval_id, who, deny=deny)
-    return operations.resume(store, op_id, on_event=_progress(False))
+    while result.waiting:
+        prompt.ask(store, op_id, approver)
+        if views.waiting_approval_views(store, op_id):
+            return result  # left pending: the hint below says how to decide later
+        with progress(False, verbose) as sink:
+            result = operations.resume(store, op_id, on_event=sink)
+    return result
 
 
 def resume(
@@ -246,6 +217,7 @@ def resume(
         str | None, typer.Option("--as", help="The operator deciding a --force-continue.")
     ] = None,
     tenant: TenantOpt = None,
+    verbose: VerboseOpt = False,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
@@ -253,14 +225,15 @@ def resume(
 
     def body() -> int:
         store = stores.open_store(store_path)
-        result = operations.resume(
-            store,
-            operation_id,
-            force_continue=force_continue,
-            decided_by=decided_by,
-            tenant=tenant,
-            on_event=_progress(as_json),
-        )
+        with progress(as_json, verbose) as sink:
+            result = operations.resume(
+                store,
+                operation_id,
+                force_continue=force_continue,
+                decided_by=decided_by,
+                tenant=tenant,
+                on_event=sink,
+            )
         return finish(store, result, as_json, store_path, {})
 
     run_guarded(as_json, body)
@@ -288,7 +261,7 @@ def step(
                 store_path,
                 {"step": {"from": result.source.value, "to": result.target.value}},
             )
-        render.out.print(line)
+        render.out.print(safe(line))
         return views.exit_code(result.target)
 
     run_guarded(as_json, body)

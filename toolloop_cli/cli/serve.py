@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.text import Text
 
 from . import render
 from .exits import run_guarded
+from .render import dim, safe
 
 
 def serve(
@@ -44,8 +44,8 @@ def serve(
         handle = server.start(cassette, port=port, faults=faults, log=log, retry_after=retry_after)
         provider, api_family = cassette_api(handle.provider.cassette)
         variable = server.BASE_URL_ENV[provider][0]
-        render.err.print(f"serving {cassette} ({provider}/{api_family}) on {handle.url}")
-        render.err.print(Text(f"  {variable}={handle.base_url(provider)}", "dim"))
+        render.err.print(safe(f"serving {cassette} ({provider}/{api_family}) on {handle.url}"))
+        render.err.print(dim(f"  {variable}={handle.base_url(provider)}"))
         try:
             threading.Event().wait()
         except KeyboardInterrupt:

@@ -95,7 +95,10 @@ def call_to(
     deps.store.log_transition(
         call.operation_id, "call", call.state.value, target.value, now, reason, call.call_id
     )
-    deps.on_event("call", {"call_id": call.call_id, "name": call.name, "state": target.value})
+    deps.on_event(
+        "call",
+        {"call_id": call.call_id, "name": call.name, "state": target.value, "turn": call.turn_idx},
+    )
     return new
 
 

@@ -33,8 +33,11 @@ class DiffReport:
 
 
 def run_view(view: dict[str, Any], label: str) -> RunView:
-    """A ``show --json`` object reduced to what a diff compares."""
-    approvals = {a["call_id"]: a["status"] for a in view["approvals"]}
+    """A ``show --json`` object reduced to what a diff compares.
+
+    A call's approval is the one its own row names (call ids repeat across responses).
+    """
+    approvals = {a["approval_id"]: a["status"] for a in view["approvals"]}
     turns = []
     for turn in view["turns"]:
         calls = tuple(
@@ -44,7 +47,7 @@ def run_view(view: dict[str, Any], label: str) -> RunView:
                 arguments=c["arguments"],
                 state=c["state"],
                 result=c["result"],
-                approval=approvals.get(c["call_id"]),
+                approval=approvals.get(c["approval_id"]) if c["approval_id"] else None,
             )
             for c in view["calls"]
             if c["turn"] == turn["index"]

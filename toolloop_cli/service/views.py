@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolloop_cli.engine.records import OperationRecord
+from toolloop_cli.engine.ids import arguments_digest
+from toolloop_cli.engine.records import ApprovalRecord, CallRecord, OperationRecord
 from toolloop_cli.engine.states import EXIT_CODES, OpState
+from toolloop_cli.errors import TamperedStore, ToolloopError
 from toolloop_cli.store import Store
+from toolloop_cli.wiring import cached_registry
 
 
 def exit_code(state: OpState) -> int:
@@ -23,6 +26,7 @@ def operation_view(store: Store, operation_id: str, tenant: str | None = None) -
             "response_id": t.response_id,
             "outcome": t.outcome.value,
             "finish_reason": t.finish_reason,
+            "text": t.text,
             "detail": t.detail,
             "error": t.error.model_dump() if t.error else None,
             "usage": t.usage.model_dump(),
@@ -48,6 +52,7 @@ def operation_view(store: Store, operation_id: str, tenant: str | None = None) -
     approvals = [
         {
             "approval_id": a.approval_id,
+            "response_id": a.response_id,
             "call_id": a.call_id,
             "tool": a.tool,
             "status": a.status,
@@ -91,3 +96,96 @@ def summary(op: OperationRecord) -> dict[str, Any]:
         "updated_at": op.updated_at,
         "deadline_at": op.deadline_at,
     }
+
+
+def approval_call(store: Store, apr: ApprovalRecord) -> CallRecord:
+    """The call an approval was asked for, through the approval's own row.
+
+    Call ids are unique only within one response, so the call is the one named by the
+    approval's (operation, response id, call id), never the first call with that call id.
+    A row that names no call, or a call bound to another approval, is a tampered store.
+    """
+    call = store.get_call(apr.operation_id, apr.response_id, apr.call_id)
+    if call is None:
+        raise TamperedStore(
+            f"approval {apr.approval_id} names call {apr.call_id} of response "
+            f"{apr.response_id}, which is not in the store"
+        )
+    if call.approval_id != apr.approval_id or call.name != apr.tool:
+        raise TamperedStore(
+            f"approval {apr.approval_id} names call {apr.call_id} of response "
+            f"{apr.response_id}, which belongs to {call.approval_id or 'no approval'} "
+            f"({call.name})"
+        )
+    return call
+
+
+def approval_view(
+    store: Store,
+    approval_id: str,
+    tenant: str | None = None,
+    *,
+    approval: ApprovalRecord | None = None,
+) -> dict[str, Any]:
+    """What a person deciding an approval is shown: the approval and its exact call.
+
+    ``call`` carries the tool, its risk, the full arguments, the idempotency key, the digest
+    the approval is bound to (and whether the stored arguments still hash to it), the policy
+    revision and the expiry. ``task`` and ``model_text`` are the operation's task and the
+    text of the model turn that proposed the call (adapters keep a turn's text parts joined,
+    not their position relative to the call).
+    """
+    apr = approval or store.get_approval(approval_id, tenant)
+    op = store.get_operation(apr.operation_id)
+    call = approval_call(store, apr)
+    risk, tool_changed, problem = _tool_facts(op, apr)
+    arguments = call.arguments if call.arguments is not None else call.raw_arguments
+    digest_ok = (
+        call.arguments is not None and arguments_digest(call.arguments) == apr.arguments_sha256
+    )
+    turn = next((t for t in store.turns(op.operation_id) if t.idx == call.turn_idx), None)
+    return {
+        **apr.model_dump(),
+        "call": {
+            "turn": call.turn_idx,
+            "response_id": call.response_id,
+            "call_id": call.call_id,
+            "tool": call.name,
+            "risk": risk,
+            "state": call.state.value,
+            "arguments": arguments,
+            "idempotency_key": call.idempotency_key,
+            "arguments_sha256": apr.arguments_sha256,
+            "arguments_match": digest_ok,
+            "policy_revision": apr.policy_revision,
+            "expires_at": apr.expires_at,
+        },
+        "tool_changed": tool_changed,
+        "registry_problem": problem,
+        "task": op.task,
+        "model_text": turn.text
+        if turn is not None and turn.response_id == call.response_id
+        else None,
+    }
+
+
+def waiting_approval_views(store: Store, operation_id: str) -> list[dict[str, Any]]:
+    """``approval_view`` of the operation's pending approvals, in the order they were asked."""
+    return [
+        approval_view(store, apr.approval_id, approval=apr)
+        for apr in store.approvals(operation_id)
+        if apr.status == "PENDING"
+    ]
+
+
+def _tool_facts(op: OperationRecord, apr: ApprovalRecord) -> tuple[str | None, bool, str | None]:
+    """The tool's risk from the operation's registry, whether the tool changed since the
+    approval was asked (resume then refuses it), or why the registry cannot be read."""
+    try:
+        registry = cached_registry(op.registry_path)
+    except ToolloopError as exc:
+        return None, False, str(exc)
+    tool = registry.get(apr.tool)
+    if tool is None:
+        return None, True, f"registry {op.registry_path} no longer has tool {apr.tool}"
+    return tool.risk, tool.sha256 != apr.tool_sha256, None

@@ -350,6 +350,15 @@ class Store:
         sql += " ORDER BY turn_idx, seq"
         return [call_from_row(r) for r in self.conn.execute(sql, args)]
 
+    def get_call(self, operation_id: str, response_id: str, call_id: str) -> CallRecord | None:
+        """The one call a (response id, call id) pair names: call ids are unique per response."""
+        row = self.conn.execute(
+            f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND response_id = ?"
+            " AND call_id = ?",
+            (operation_id, response_id, call_id),
+        ).fetchone()
+        return None if row is None else call_from_row(row)
+
     def calls_with_key(self, operation_id: str, idempotency_key: str) -> list[CallRecord]:
         cur = self.conn.execute(
             f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ?"

@@ -21,10 +21,11 @@ else:
     views = LazyModule("toolloop_cli.service.views")
     states = LazyModule("toolloop_cli.engine.states")
 
-from . import render
+from . import render, telemetry as otel_cli
 from .exits import run_guarded
 from .options import DEFAULT_STORE, JsonOpt, StoreOpt, TenantOpt
 from .run import _progress, finish
+from .telemetry import OtelContentOpt, OtelOpt
 
 
 def approve(
@@ -36,21 +37,28 @@ def approve(
         bool, typer.Option("--resume", help="Resume the operation after deciding.")
     ] = False,
     tenant: TenantOpt = None,
+    otel: OtelOpt = None,
+    otel_content: OtelContentOpt = False,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
     """Record a decision on one pending approval (the first decision stands)."""
 
     def body() -> int:
+        traced = otel_cli.live(otel, otel_content)
         store = stores.open_store(store_path)
         apr = approvals.approve(
             store, approval_id, subject, deny=deny, reason=reason, tenant=tenant
         )
         if then_resume:
+            otel_cli.mark(traced, store, apr.operation_id)
             result = operations.resume(
                 store, apr.operation_id, tenant=tenant, on_event=_progress(as_json)
             )
-            return finish(store, result, as_json, store_path, {"decision": apr.model_dump()})
+            extra = otel_cli.export(traced, store, apr.operation_id, as_json=as_json)
+            return finish(
+                store, result, as_json, store_path, {"decision": apr.model_dump(), **extra}
+            )
         if as_json:
             render.emit_json({"decision": apr.model_dump(), "operation_id": apr.operation_id})
         else:

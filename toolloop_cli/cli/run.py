@@ -27,7 +27,7 @@ else:
     views = LazyModule("toolloop_cli.service.views")
     registries = LazyModule("toolloop_cli.tools.registry")
 
-from . import render
+from . import render, telemetry as otel_cli
 from .exits import run_guarded
 from .options import (
     DEFAULT_STORE,
@@ -50,6 +50,7 @@ from .options import (
     ToolTimeoutOpt,
     per_tool_limits,
 )
+from .telemetry import OtelContentOpt, OtelOpt
 
 
 def _progress(as_json: bool) -> Any:
@@ -178,12 +179,15 @@ def run(
             "resume keeps appending.",
         ),
     ] = None,
+    otel: OtelOpt = None,
+    otel_content: OtelContentOpt = False,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
     """Start an operation and run it until it ends or waits for an approval."""
 
     def body() -> int:
+        traced = otel_cli.live(otel, otel_content)
         store = stores.open_store(store_path)
         options = operations.RunOptions(
             task=task,
@@ -216,7 +220,8 @@ def run(
         result = operations.start(store, options, on_event=_progress(as_json))
         if interactive and sys.stdin.isatty() and not as_json and result.waiting:
             result = _ask_approvals(store, result)
-        return finish(store, result, as_json, store_path, {})
+        extra = otel_cli.export(traced, store, result.operation.operation_id, as_json=as_json)
+        return finish(store, result, as_json, store_path, extra)
 
     run_guarded(as_json, body)
 
@@ -246,6 +251,8 @@ def resume(
         str | None, typer.Option("--as", help="The operator deciding a --force-continue.")
     ] = None,
     tenant: TenantOpt = None,
+    otel: OtelOpt = None,
+    otel_content: OtelContentOpt = False,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
@@ -253,6 +260,7 @@ def resume(
 
     def body() -> int:
         store = stores.open_store(store_path)
+        traced = otel_cli.live(otel, otel_content, store, operation_id)
         result = operations.resume(
             store,
             operation_id,
@@ -261,7 +269,8 @@ def resume(
             tenant=tenant,
             on_event=_progress(as_json),
         )
-        return finish(store, result, as_json, store_path, {})
+        extra = otel_cli.export(traced, store, operation_id, as_json=as_json)
+        return finish(store, result, as_json, store_path, extra)
 
     run_guarded(as_json, body)
 
@@ -269,6 +278,8 @@ def resume(
 def step(
     operation_id: Annotated[str, typer.Argument(help="Operation id (op_…).")],
     tenant: TenantOpt = None,
+    otel: OtelOpt = None,
+    otel_content: OtelContentOpt = False,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
@@ -276,7 +287,9 @@ def step(
 
     def body() -> int:
         store = stores.open_store(store_path)
+        traced = otel_cli.live(otel, otel_content, store, operation_id)
         result = operations.step(store, operation_id, tenant=tenant)
+        extra = otel_cli.export(traced, store, operation_id, as_json=as_json)
         line = f"{result.source.value} -> {result.target.value}"
         if result.waiting:
             line = f"{result.source.value} (no transition: {result.waiting})"
@@ -286,7 +299,7 @@ def step(
                 result,
                 True,
                 store_path,
-                {"step": {"from": result.source.value, "to": result.target.value}},
+                {"step": {"from": result.source.value, "to": result.target.value}, **extra},
             )
         render.out.print(line)
         return views.exit_code(result.target)

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from toolloop_cli import __version__
 from toolloop_cli.errors import ToolloopError, UsageError
 
-from .spans import SCHEMA_URL, Span
+from .model import SCHEMA_URL, Span
 
 __all__ = ["ExportFailed", "require_sdk", "send", "traces_endpoint"]
 

@@ -8,32 +8,17 @@ operation's own adapter, the one place that knows the provider's shape.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
-from toolloop_cli.engine.records import ApprovalRecord, CallRecord, OperationRecord, TurnRecord
+from toolloop_cli.engine.records import OperationRecord, TurnRecord
 from toolloop_cli.engine.types import HttpResponse, TurnOutcome
 from toolloop_cli.errors import ToolloopError
 from toolloop_cli.store import Store
 from toolloop_cli.wiring import make_adapter
 
-__all__ = ["History", "read_history"]
+from .model import History
+
+__all__ = ["read_history"]
 
 _SSE_STARTS = (b"event:", b"data:", b":", b"id:", b"retry:")
-
-
-@dataclass(frozen=True)
-class History:
-    """One operation's records, in the store's order."""
-
-    operation: OperationRecord
-    turns: list[TurnRecord]
-    calls: list[CallRecord]
-    approvals: list[ApprovalRecord]
-    #: the transition log: dicts with kind, call_id, source, target, reason, at
-    transitions: list[dict[str, Any]]
-    #: turn index -> the model named in the provider's answer (absent when it names none)
-    response_models: dict[int, str] = field(default_factory=dict)
 
 
 def read_history(store: Store, operation_id: str, tenant: str | None = None) -> History:

@@ -105,10 +105,6 @@ class Placement:
                 return seg
         return None
 
-    def segment_after(self, index: int) -> Segment | None:
-        """The first closed segment ending at or after transition ``index``."""
-        return next((seg for seg in self.segments if seg.last >= index), None)
-
 
 def place(
     transitions: Sequence[dict[str, Any]],

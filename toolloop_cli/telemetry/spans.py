@@ -11,8 +11,6 @@ with ``content=True``, the conventions' opt-in.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from toolloop_cli.engine.records import ApprovalRecord, CallRecord, OperationRecord, TurnRecord
@@ -20,16 +18,10 @@ from toolloop_cli.engine.states import OpState
 from toolloop_cli.engine.types import TurnOutcome
 
 from . import content as msgs
-from .history import History
+from .model import Attributes, Event, History, Link, Span, span_id, trace_id
 from .segments import CallSlice, Placement, Segment, nanos, place
 
-__all__ = ["SCHEMA_URL", "Event", "Link", "Span", "build_spans", "span_id", "trace_id"]
-
-#: The semantic conventions release these spans follow (the last one that held GenAI).
-SCHEMA_URL = "https://opentelemetry.io/schemas/1.41.0"
-
-AttrValue = str | bool | int | float | tuple[str, ...]
-Attributes = dict[str, AttrValue]
+__all__ = ["build_spans"]
 
 #: gen_ai.provider.name well-known values for toolloop's providers (others pass through).
 PROVIDER_NAMES = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}
@@ -37,52 +29,6 @@ PROVIDER_NAMES = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.g
 FAILED_CALLS = frozenset(
     {"INVALID", "DENIED", "EXPIRED", "FAILED", "TIMED_OUT", "UNKNOWN_OUTCOME", "NOT_EXECUTED"}
 )
-
-
-@dataclass(frozen=True)
-class Event:
-    name: str
-    time_ns: int
-    attributes: Attributes
-
-
-@dataclass(frozen=True)
-class Link:
-    trace_id: int
-    span_id: int
-    attributes: Attributes
-
-
-@dataclass(frozen=True)
-class Span:
-    """What an exporter needs of one finished span."""
-
-    name: str
-    trace_id: int
-    span_id: int
-    parent_id: int | None
-    kind: str  # INTERNAL | CLIENT
-    start_ns: int
-    end_ns: int
-    attributes: Attributes
-    status: str = "UNSET"  # UNSET | OK | ERROR
-    description: str | None = None
-    events: tuple[Event, ...] = ()
-    links: tuple[Link, ...] = ()
-
-
-def _digest(*parts: str) -> bytes:
-    return hashlib.sha256("\x00".join(("toolloop", *parts)).encode("utf-8")).digest()
-
-
-def trace_id(operation_id: str) -> int:
-    """The operation's trace id: 128 bits of SHA-256 over its id (never 0)."""
-    return int.from_bytes(_digest("trace", operation_id)[:16], "big") or 1
-
-
-def span_id(operation_id: str, *parts: str) -> int:
-    """A span id: 64 bits of SHA-256 over the operation id and the span's own key."""
-    return int.from_bytes(_digest("span", operation_id, *parts)[:8], "big") or 1
 
 
 def build_spans(history: History, *, since: int = 0, content: bool = False) -> list[Span]:
@@ -93,11 +39,6 @@ def build_spans(history: History, *, since: int = 0, content: bool = False) -> l
     for seg in placement.segments[since:]:
         spans.extend(builder.segment(seg))
     return spans
-
-
-def closed_segments(history: History) -> int:
-    """How many segments of the operation have closed (the ``since`` of the next export)."""
-    return len(place(history.transitions, (), ()).segments)
 
 
 class _Builder:

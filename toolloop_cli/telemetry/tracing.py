@@ -17,8 +17,9 @@ from toolloop_cli.store import Store
 
 from .export import require_sdk, send, traces_endpoint
 from .history import read_history
+from .model import Span, trace_id
 from .segments import place
-from .spans import Span, build_spans, trace_id
+from .spans import build_spans
 
 __all__ = ["Exported", "Target", "closed_segments", "export", "export_target", "target"]
 

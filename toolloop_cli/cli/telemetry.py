@@ -37,7 +37,7 @@ OtelOpt = Annotated[
         "--otel",
         metavar="ENDPOINT",
         help="Export OpenTelemetry spans to this OTLP/HTTP endpoint (base URL, as "
-        "OTEL_EXPORTER_OTLP_ENDPOINT, which also turns tracing on). Needs toolloop[otel].",
+        "OTEL_EXPORTER_OTLP_ENDPOINT, which also turns tracing on). Needs the otel extra.",
         rich_help_panel=_T,
     ),
 ]
@@ -119,7 +119,9 @@ def export(
 def export_otel(
     operation_ids: Annotated[
         list[str] | None,
-        typer.Argument(help="Operations to export (default: every operation in the store)."),
+        typer.Argument(
+            metavar="OP", help="Operations to export (default: every one in the store)."
+        ),
     ] = None,
     endpoint: Annotated[
         str | None,

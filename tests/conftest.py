@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -10,6 +11,12 @@ from typing import Any
 
 import pytest
 from typer.testing import CliRunner
+
+# pytest-xdist workers run with COLUMNS=80 in their environment, which Rich would fix as the
+# width of the CLI's consoles when they are created (at import): drop it first, so each test
+# gets the width it asks for with ``env={"COLUMNS": ...}`` (80 when it asks for none).
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 
 from toolloop_cli.cli import app
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,17 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 @pytest.mark.parametrize(
     "command",
-    ["run", "resume", "step", "approve", "pending", "show", "runs", "registry check"],
+    [
+        "run",
+        "resume",
+        "step",
+        "approve",
+        "pending",
+        "show",
+        "runs",
+        "registry check",
+        "export-otel",
+    ],
 )
 def test_every_command_has_help(command: str) -> None:
     result = CliRunner().invoke(app, [*command.split(), "--help"])
@@ -43,14 +54,28 @@ def test_version() -> None:
     assert result.exit_code == 0 and toolloop_cli.__version__ in result.output
 
 
-def test_help_does_not_import_heavy_modules() -> None:
+HEAVY = (
+    "httpx",
+    "jsonschema",
+    "toolloop_cli.adapters.openai_responses",
+    "opentelemetry",
+    "toolloop_cli.telemetry.tracing",
+)
+
+
+@pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["export-otel", "--help"]])
+def test_help_does_not_import_heavy_modules(args: list[str]) -> None:
+    """OpenTelemetry (the otel extra) included: it is imported only when tracing is asked for."""
     code = (
         "import sys; from typer.testing import CliRunner; from toolloop_cli.cli import app; "
-        "CliRunner().invoke(app, ['--help']); "
-        "print(sorted(m for m in ('httpx', 'jsonschema', 'toolloop_cli.adapters.openai_responses')"
-        " if m in sys.modules))"
+        f"CliRunner().invoke(app, {args!r}); "
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} or m in {HEAVY!r}))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9"  # set, yet --help traces nothing
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
     assert out.stdout.strip() == "[]"
 
 
@@ -80,6 +105,7 @@ FORBIDDEN = {
         "toolloop_cli.transcripts",
         "toolloop_cli.wiring",
         "toolloop_cli.service.operations",
+        "toolloop_cli.telemetry",
     ),
     "adapters": (
         "typer",
@@ -90,9 +116,24 @@ FORBIDDEN = {
         "toolloop_cli.transcripts",
         "toolloop_cli.cli",
         "toolloop_cli.wiring",
+        "toolloop_cli.telemetry",
     ),
-    "tools": ("typer", "rich", "toolloop_cli.adapters", "toolloop_cli.store", "toolloop_cli.cli"),
-    "store": ("typer", "rich", "httpx", "toolloop_cli.adapters", "toolloop_cli.cli"),
+    "tools": (
+        "typer",
+        "rich",
+        "toolloop_cli.adapters",
+        "toolloop_cli.store",
+        "toolloop_cli.cli",
+        "toolloop_cli.telemetry",
+    ),
+    "store": (
+        "typer",
+        "rich",
+        "httpx",
+        "toolloop_cli.adapters",
+        "toolloop_cli.cli",
+        "toolloop_cli.telemetry",
+    ),
     # audit is a pure leaf (canonical JSON, hashes, chain checks) that engine, store and
     # adapters use: it must import none of them
     "audit": (
@@ -107,6 +148,7 @@ FORBIDDEN = {
         "toolloop_cli.transcripts",
         "toolloop_cli.cli",
         "toolloop_cli.wiring",
+        "toolloop_cli.telemetry",
     ),
     "transcripts": (
         "typer",
@@ -116,13 +158,29 @@ FORBIDDEN = {
         "toolloop_cli.service",
         "toolloop_cli.replay",
         "toolloop_cli.wiring",
+        "toolloop_cli.telemetry",
     ),
     # the composition root builds what operations run with; the layers above it use it
-    "wiring": ("typer", "rich", "toolloop_cli.cli", "toolloop_cli.service", "toolloop_cli.replay"),
+    "wiring": (
+        "typer",
+        "rich",
+        "toolloop_cli.cli",
+        "toolloop_cli.service",
+        "toolloop_cli.replay",
+        "toolloop_cli.telemetry",
+    ),
     # the replay feature sits under the library API
-    "replay": ("typer", "rich", "toolloop_cli.cli", "toolloop_cli.service"),
-    # the library API behind the commands prints nothing
-    "service": ("typer", "rich", "toolloop_cli.cli"),
+    "replay": (
+        "typer",
+        "rich",
+        "toolloop_cli.cli",
+        "toolloop_cli.service",
+        "toolloop_cli.telemetry",
+    ),
+    # the library API behind the commands prints nothing; it does not know about tracing
+    "service": ("typer", "rich", "toolloop_cli.cli", "toolloop_cli.telemetry"),
+    # the OpenTelemetry export reads the store after the fact and prints nothing
+    "telemetry": ("typer", "rich", "toolloop_cli.cli"),
 }
 
 

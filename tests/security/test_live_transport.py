@@ -23,10 +23,10 @@ import pytest
 from conftest import REGISTRY, TASK, Invoke, json_out
 from hostile_provider import HostileProvider, MiB
 
-from toolloop_cli.service import operations
 from toolloop_cli.adapters.openai_responses import MAX_BODY_BYTES
 from toolloop_cli.engine.types import HttpRequest, HttpResponse
 from toolloop_cli.errors import StoreError
+from toolloop_cli.service import operations
 from toolloop_cli.store import open_store
 
 #: peak RSS a run under hostile input may reach (the acceptance bound of the fixes)

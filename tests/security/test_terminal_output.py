@@ -433,7 +433,16 @@ def _interpolations(node: ast.AST) -> list[ast.JoinedStr]:
     def visit(n: ast.AST) -> None:
         if isinstance(n, ast.Call):
             callee = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
-            if callee in {"safe", "dim", "short", "safe_json", "state_text", "risk_text", "when"}:
+            if callee in {
+                "safe",
+                "dim",
+                "line",
+                "short",
+                "safe_json",
+                "state_text",
+                "risk_text",
+                "when",
+            }:
                 return
         if isinstance(n, ast.JoinedStr) and any(
             isinstance(v, ast.FormattedValue) for v in n.values

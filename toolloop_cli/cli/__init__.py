@@ -8,7 +8,7 @@ import typer
 
 from toolloop_cli import __version__
 
-from . import approvals, audit, diff, inspect, registry, render, replay, run, serve
+from . import approvals, audit, diff, inspect, registry, render, replay, run, serve, telemetry
 
 app = typer.Typer(
     name="toolloop",
@@ -46,6 +46,7 @@ app.command("verify")(audit.verify)
 app.command("serve")(serve.serve)
 app.command("replay")(replay.replay)
 app.command("diff")(diff.diff)
+app.command("export-otel")(telemetry.export_otel)
 app.add_typer(registry.app, name="registry")
 
 

@@ -22,12 +22,13 @@ else:
     views = LazyModule("toolloop_cli.service.views")
     states = LazyModule("toolloop_cli.engine.states")
 
-from . import panels, render, tables
+from . import panels, render, tables, telemetry as otel_cli
 from .exits import run_guarded
 from .options import DEFAULT_STORE, JsonOpt, StoreOpt, TenantOpt, VerboseOpt
 from .progress import progress
 from .render import dim, line, safe
 from .run import finish, store_flag
+from .telemetry import OtelContentOpt, OtelOpt
 
 
 def approve(
@@ -40,6 +41,8 @@ def approve(
     ] = False,
     tenant: TenantOpt = None,
     verbose: VerboseOpt = False,
+    otel: OtelOpt = None,
+    otel_content: OtelContentOpt = False,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
@@ -50,6 +53,7 @@ def approve(
     """
 
     def body() -> int:
+        traced = otel_cli.live(otel, otel_content)
         store = stores.open_store(store_path)
         shown = _shown(store, approval_id, tenant)
         if shown is not None and not as_json:
@@ -61,9 +65,14 @@ def approve(
         if not as_json:
             render.out.print(_decision(apr))
         if then_resume:
+            otel_cli.mark(traced, store, apr.operation_id)
             with progress(as_json, verbose) as sink:
                 result = operations.resume(store, apr.operation_id, tenant=tenant, on_event=sink)
-            extra = {"decision": apr.model_dump(), "call": call}
+            extra = {
+                "decision": apr.model_dump(),
+                "call": call,
+                **otel_cli.export(traced, store, apr.operation_id, as_json=as_json),
+            }
             return finish(store, result, as_json, store_path, extra)
         if as_json:
             render.emit_json(

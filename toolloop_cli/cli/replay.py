@@ -19,10 +19,11 @@ else:
     stores = LazyModule("toolloop_cli.store")
     views = LazyModule("toolloop_cli.service.views")
 
-from . import render, tables
+from . import render, tables, telemetry as otel_cli
 from .exits import run_guarded
 from .options import DEFAULT_STORE, JsonOpt, StoreOpt
 from .render import dim, line, safe
+from .telemetry import OtelContentOpt, OtelOpt
 
 #: Exit code when the replay diverges from the recording (design.md §8).
 DIVERGED = 17
@@ -63,12 +64,15 @@ def replay(
     tenant: Annotated[
         str | None, typer.Option("--tenant", help="Tenant of the replay operations.")
     ] = None,
+    otel: OtelOpt = None,
+    otel_content: OtelContentOpt = False,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
     """Replay a recording; each conversation becomes an operation. Exit 17 on divergence."""
 
     def body() -> int:
+        traced = otel_cli.live(otel, otel_content)
         store = stores.open_store(store_path)
         options = replays.ReplayOptions(
             cassette=cassette,
@@ -79,9 +83,11 @@ def replay(
             tenant=tenant,
         )
         report = replays.replay(store, options)
+        ops = [op.operation_id for op in report.operations]
+        extra = otel_cli.export(traced, store, *ops, as_json=as_json)
         shown = [_view(store, op) for op in report.operations]
         if as_json:
-            render.emit_json(_json(report, shown))
+            render.emit_json({**_json(report, shown), **extra})
         else:
             for view in shown:
                 tables.operation(view)

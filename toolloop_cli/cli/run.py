@@ -25,7 +25,7 @@ else:
     views = LazyModule("toolloop_cli.service.views")
     registries = LazyModule("toolloop_cli.tools.registry")
 
-from . import panels, prompt, render, tables
+from . import panels, prompt, render, tables, telemetry as otel_cli
 from .exits import run_guarded
 from .options import (
     DEFAULT_STORE,
@@ -52,6 +52,7 @@ from .options import (
 )
 from .progress import progress
 from .render import safe
+from .telemetry import OtelContentOpt, OtelOpt
 
 
 def store_flag(store_path: Path) -> str:
@@ -152,12 +153,15 @@ def run(
             "resume keeps appending.",
         ),
     ] = None,
+    otel: OtelOpt = None,
+    otel_content: OtelContentOpt = False,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
     """Start an operation and run it until it ends or waits for an approval."""
 
     def body() -> int:
+        traced = otel_cli.live(otel, otel_content)
         store = stores.open_store(store_path)
         options = operations.RunOptions(
             task=task,
@@ -191,7 +195,8 @@ def run(
             result = operations.start(store, options, on_event=sink)
         if interactive and sys.stdin.isatty() and not as_json:
             result = _interact(store, result, approver or None, verbose)
-        return finish(store, result, as_json, store_path, {})
+        extra = otel_cli.export(traced, store, result.operation.operation_id, as_json=as_json)
+        return finish(store, result, as_json, store_path, extra)
 
     run_guarded(as_json, body)
 
@@ -218,6 +223,8 @@ def resume(
     ] = None,
     tenant: TenantOpt = None,
     verbose: VerboseOpt = False,
+    otel: OtelOpt = None,
+    otel_content: OtelContentOpt = False,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
@@ -225,6 +232,7 @@ def resume(
 
     def body() -> int:
         store = stores.open_store(store_path)
+        traced = otel_cli.live(otel, otel_content, store, operation_id)
         with progress(as_json, verbose) as sink:
             result = operations.resume(
                 store,
@@ -234,7 +242,8 @@ def resume(
                 tenant=tenant,
                 on_event=sink,
             )
-        return finish(store, result, as_json, store_path, {})
+        extra = otel_cli.export(traced, store, operation_id, as_json=as_json)
+        return finish(store, result, as_json, store_path, extra)
 
     run_guarded(as_json, body)
 
@@ -242,6 +251,8 @@ def resume(
 def step(
     operation_id: Annotated[str, typer.Argument(help="Operation id (op_…).")],
     tenant: TenantOpt = None,
+    otel: OtelOpt = None,
+    otel_content: OtelContentOpt = False,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
@@ -249,7 +260,9 @@ def step(
 
     def body() -> int:
         store = stores.open_store(store_path)
+        traced = otel_cli.live(otel, otel_content, store, operation_id)
         result = operations.step(store, operation_id, tenant=tenant)
+        extra = otel_cli.export(traced, store, operation_id, as_json=as_json)
         line = f"{result.source.value} -> {result.target.value}"
         if result.waiting:
             line = f"{result.source.value} (no transition: {result.waiting})"
@@ -259,7 +272,7 @@ def step(
                 result,
                 True,
                 store_path,
-                {"step": {"from": result.source.value, "to": result.target.value}},
+                {"step": {"from": result.source.value, "to": result.target.value}, **extra},
             )
         render.out.print(safe(line))
         return views.exit_code(result.target)

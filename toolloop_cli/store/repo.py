@@ -311,6 +311,14 @@ class Store:
             for r in cur
         ]
 
+    def response_bodies(self, operation_id: str) -> dict[int, bytes]:
+        """The provider's answer bytes of each turn, as received (by turn index)."""
+        cur = self.conn.execute(
+            "SELECT idx, response_body FROM turns WHERE operation_id = ? ORDER BY idx",
+            (operation_id,),
+        )
+        return {r[0]: bytes(r[1]) for r in cur}
+
     # -- calls ----------------------------------------------------------------------------------
 
     def insert_call(self, call: CallRecord) -> None:

@@ -20,6 +20,7 @@ from typing import Any, Literal, cast
 import yaml
 from jsonschema.protocols import Validator
 
+from toolloop_cli import strict_yaml
 from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.engine.types import ToolSpec
 from toolloop_cli.errors import RegistryError
@@ -44,6 +45,9 @@ _TOOL_KEYS = frozenset(
     " max_argument_bytes idempotency parameters result_schema sequential".split()
 )
 _TOOL_REQUIRED = frozenset({"schema_version", "description", "risk", "handler", "parameters"})
+_UNPARSED = strict_yaml.NOT_LOADED
+#: A registry is a few KiB (10,000 tools are 2.6 MB); anything larger is refused unread.
+MAX_REGISTRY_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -354,50 +358,21 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that reads timestamps as text: JSON has no dates, and revisions look like them."""
-
-
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_scalar)  # type: ignore[type-var]
-_UNPARSED = object()
-
-
 def _read_document(path: Path) -> tuple[Any, list[Problem]]:
-    """The document (``_UNPARSED`` if unusable) and its problems, duplicate keys included."""
+    """The document (``NOT_LOADED`` if unusable) and its problems, duplicate keys included.
+
+    Aliases and nesting deeper than ``strict_yaml.MAX_DEPTH`` are refused before the document
+    is built, so neither a billion-laughs tree nor 20,000 brackets costs more than one walk.
+    """
     try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = strict_yaml.read_capped(path, MAX_REGISTRY_BYTES)
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or over the size limit
         return _UNPARSED, [("", f"cannot read the registry file: {exc}")]
-    loader = _Loader(text)
-    problems: list[Problem] = []
     try:
-        node = loader.get_single_node()
-        if node is not None:
-            _find_duplicates(node, "", set(), problems)
-        doc = None if node is None else loader.construct_document(node)
+        doc, problems = strict_yaml.load(text, strict_yaml.TextDatesLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        return _UNPARSED, [("", f"invalid YAML{where}: {getattr(exc, 'problem', None) or exc}")]
-    finally:
-        loader.dispose()
+        return _UNPARSED, [("", f"invalid YAML{strict_yaml.describe(exc)}")]
+    if doc is _UNPARSED:
+        return _UNPARSED, problems
     not_json = json_problems(doc, "")
     return (_UNPARSED if not_json else doc), problems + not_json
-
-
-def _find_duplicates(node: yaml.Node, path: str, seen: set[int], problems: list[Problem]) -> None:
-    if id(node) in seen:  # an alias: already walked, and may be recursive
-        return
-    seen.add(id(node))
-    if isinstance(node, yaml.MappingNode):  # safe_load would silently keep the last of equal keys
-        keys: set[tuple[str, str]] = set()
-        for key_node, value_node in node.value:
-            key = (key_node.tag, str(key_node.value))
-            child = _join(path, key[1])
-            if key in keys:
-                problems.append((child, "duplicate key"))
-            keys.add(key)
-            _find_duplicates(value_node, child, seen, problems)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _find_duplicates(item, f"{path}[{index}]", seen, problems)

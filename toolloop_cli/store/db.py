@@ -30,13 +30,35 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def open_store(path: str | Path) -> Store:
-    """Open (creating and migrating if needed) the store at ``path``."""
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write (``mode=ro``): no file created, no journal mode set."""
+    try:
+        uri = f"{path.resolve().as_uri()}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    except (sqlite3.Error, OSError, ValueError) as exc:
+        raise StoreError(f"cannot open store {path} read-only: {exc}") from exc
+    return conn
+
+
+def open_store(path: str | Path, *, read_only: bool = False) -> Store:
+    """Open (creating and migrating if needed) the store at ``path``.
+
+    ``read_only`` (for ``verify``) changes nothing: a missing file, or one whose schema needs
+    migrations, is a ``StoreError`` instead.
+    """
     store_path = Path(path)
-    conn = connect(store_path)
+    conn = connect_read_only(store_path) if read_only else connect(store_path)
     db = Database(conn)
     try:
-        if migrations.migrations.pending(db):
+        pending = migrations.migrations.pending(db)
+        if pending and read_only:
+            names = ", ".join(m.name for m in pending)
+            raise StoreError(
+                f"store {store_path} is not at the current schema ({len(pending)} migration(s) "
+                f"pending: {names}); it is opened read-only here, so nothing is migrated"
+            )
+        if pending:
             # one writer migrates; a concurrent opener waits, then finds nothing pending
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -48,4 +70,7 @@ def open_store(path: str | Path) -> Store:
     except sqlite3.Error as exc:
         conn.close()
         raise StoreError(f"cannot open store {store_path}: {exc}") from exc
+    except StoreError:
+        conn.close()
+        raise
     return Store(db, store_path)

@@ -4,6 +4,9 @@ Everything is checked when the file is loaded, so a bad registry stops a run bef
 turn: every problem is collected with its YAML path (``tools.submit_refund.handler``) rather
 than failing on the first one. Handlers are imported here, from the file's ``module:function``
 strings, and never from model output; each tool's argument validator is compiled once.
+
+``import_handlers=False`` checks and hashes the same document without importing anything:
+``verify`` and the approval hints read registries named by a store, which may not be trusted.
 """
 
 from __future__ import annotations
@@ -106,6 +109,8 @@ class Registry:
     tools: dict[str, ToolDef]
     sha256: str
     defaults: dict[str, Any]
+    #: False when loaded with ``import_handlers=False``: its handlers refuse to run
+    imported: bool = True
 
     def tool_specs(self) -> list[ToolSpec]:
         """The tools as declared to a model, in registry order."""
@@ -119,20 +124,24 @@ class Registry:
         return self.tools.get(name)
 
 
-def load_registry(path: str | Path) -> Registry:
-    """Load and check a registry; raise ``RegistryError`` listing every problem found."""
-    registry, problems = _analyse(Path(path))
+def load_registry(path: str | Path, *, import_handlers: bool = True) -> Registry:
+    """Load and check a registry; raise ``RegistryError`` listing every problem found.
+
+    Without ``import_handlers`` nothing is imported or executed: the handler strings are
+    checked for form only, and the handlers of the result raise instead of running.
+    """
+    registry, problems = _analyse(Path(path), import_handlers)
     if registry is None:
         raise RegistryError(str(path), problems)
     return registry
 
 
-def check_registry(path: str | Path) -> list[Problem]:
+def check_registry(path: str | Path, *, import_handlers: bool = True) -> list[Problem]:
     """Every problem in a registry file as ``(yaml_path, message)``; ``[]`` when it is usable."""
-    return _analyse(Path(path))[1]
+    return _analyse(Path(path), import_handlers)[1]
 
 
-def _analyse(path: Path) -> tuple[Registry | None, list[Problem]]:
+def _analyse(path: Path, import_handlers: bool) -> tuple[Registry | None, list[Problem]]:
     doc, problems = _read_document(path)
     if doc is _UNPARSED:
         return None, problems
@@ -143,7 +152,8 @@ def _analyse(path: Path) -> tuple[Registry | None, list[Problem]]:
     name = _get(doc, "registry", "", problems, "str", "")
     revision = _get(doc, "revision", "", problems, "str", "")
     policy = _check_policy(doc.get("policy"), "policy" in doc, problems)
-    tools = _check_tools(doc.get("tools"), "tools" in doc, path.parent, problems)
+    folder = path.parent if import_handlers else None
+    tools = _check_tools(doc.get("tools"), "tools" in doc, folder, problems)
     defaults = doc.get("defaults", {})
     if not isinstance(defaults, dict):
         problems.append(("defaults", "must be a mapping"))
@@ -152,7 +162,10 @@ def _analyse(path: Path) -> tuple[Registry | None, list[Problem]]:
         problems.append(("policy.approvers", f"is empty, but {', '.join(needing)} need approval"))
     if problems or not isinstance(defaults, dict):
         return None, problems
-    registry = Registry(name, revision, path.resolve(), policy, tools, sha256_of(doc), defaults)
+    resolved = path.resolve()
+    registry = Registry(
+        name, revision, resolved, policy, tools, sha256_of(doc), defaults, import_handlers
+    )
     return registry, []
 
 
@@ -172,7 +185,7 @@ def _check_policy(value: object, present: bool, problems: list[Problem]) -> Poli
 
 
 def _check_tools(
-    value: object, present: bool, folder: Path, problems: list[Problem]
+    value: object, present: bool, folder: Path | None, problems: list[Problem]
 ) -> dict[str, ToolDef]:
     if not isinstance(value, dict) or not value:
         if present:
@@ -193,7 +206,7 @@ def _check_tools(
 
 
 def _check_tool(
-    name: str, body: dict[Any, Any], path: str, folder: Path, problems: list[Problem]
+    name: str, body: dict[Any, Any], path: str, folder: Path | None, problems: list[Problem]
 ) -> ToolDef | None:
     """Check one tool mapping; a ``ToolDef`` only when the tool itself has no problem."""
     before = len(problems)
@@ -275,9 +288,12 @@ def _check_key_fields(
 
 
 def _resolve(
-    body: dict[Any, Any], key: str, path: str, folder: Path, problems: list[Problem]
+    body: dict[Any, Any], key: str, path: str, folder: Path | None, problems: list[Problem]
 ) -> Handler | None:
-    """Import ``module:function`` named by the file (never by a model) and check it is callable."""
+    """Import ``module:function`` named by the file (never by a model) and check it is callable.
+
+    ``folder`` is None when nothing may be imported: the string is checked for form only.
+    """
     if key not in body:
         return None
     where = _join(path, key)
@@ -285,6 +301,8 @@ def _resolve(
     if not isinstance(spec, str) or not _IMPORT_PATH.match(spec):
         problems.append((where, "must be an import path 'module:function'"))
         return None
+    if folder is None:
+        return _not_imported(spec)
     module_name, function_name = spec.split(":")
     module, error = _import(module_name, folder)
     if module is None:
@@ -297,6 +315,15 @@ def _resolve(
         problems.append((where, message if missing else f"'{spec}' is not callable"))
         return None
     return cast(Handler, target)
+
+
+def _not_imported(spec: str) -> Handler:
+    """The handler of a registry loaded without imports: it refuses to run."""
+
+    def handler(arguments: dict[str, Any], context: ToolContext) -> Any:
+        raise RuntimeError(f"handler {spec} was not imported (registry loaded without imports)")
+
+    return handler
 
 
 def _import(module_name: str, folder: Path) -> tuple[ModuleType | None, str]:

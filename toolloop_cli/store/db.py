@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -14,12 +15,15 @@ from .repo import Store
 
 #: How long a writer waits for another writer's lock before giving up (ms).
 BUSY_TIMEOUT_MS = 5000
+#: A new store holds tasks, tool results and model text: readable by its owner only.
+STORE_MODE = 0o600
 
 
 def connect(path: Path) -> sqlite3.Connection:
     """A connection in autocommit mode (we issue BEGIN IMMEDIATE ourselves), WAL, FULL sync."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        _create_private(path)
         conn = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode=WAL")
@@ -28,6 +32,21 @@ def connect(path: Path) -> sqlite3.Connection:
     except (sqlite3.Error, OSError) as exc:
         raise StoreError(f"cannot open store {path}: {exc}") from exc
     return conn
+
+
+def _create_private(path: Path) -> None:
+    """Create a missing store file as 0600 whatever the umask; an existing one is left alone.
+
+    SQLite gives the ``-wal`` and ``-shm`` files it creates the database file's mode.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, STORE_MODE)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, STORE_MODE)
+    finally:
+        os.close(fd)
 
 
 def connect_read_only(path: Path) -> sqlite3.Connection:

@@ -25,7 +25,7 @@ import datetime as dt
 import http
 import json
 import os
-import tempfile
+import secrets
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -367,17 +367,20 @@ def dump_cassette(cassette: Cassette | Iterable[Interaction], path: str | os.Pat
     text = yaml.dump(document, Dumper=_Dumper, sort_keys=True, allow_unicode=True, width=1 << 30)
     target = Path(os.fspath(path))
     target.parent.mkdir(parents=True, exist_ok=True)
-    mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(8)}.tmp"
+    # 0o666 less the umask, as for any new file (the kernel applies the umask); a file being
+    # replaced keeps its own mode
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        os.fchmod(fd, mode)  # mkstemp makes 0600; a recording is an ordinary file
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            if target.exists():
+                os.fchmod(handle.fileno(), target.stat().st_mode & 0o777)
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

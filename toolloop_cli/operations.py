@@ -34,6 +34,7 @@ from toolloop_cli.errors import (
 from toolloop_cli.pricing import load_prices, price_for
 from toolloop_cli.store import Store, lease
 from toolloop_cli.tools.registry import Registry, load_registry
+from toolloop_cli.transcripts.cassette import scrub_uri
 from toolloop_cli.wiring import (
     PROVIDERS,
     base_url,
@@ -182,7 +183,7 @@ def _new_operation(
         provider, model = options.provider, options.model
         transport = transport or live_transport(provider)
         api_family = PROVIDERS[provider]["api_family"] if provider in PROVIDERS else "responses"
-        source = {"base_url": base_url(provider)}
+        source = {"base_url": scrub_uri(base_url(provider))}  # no user:password@ in the store
         provider = PROVIDERS.get(provider, {}).get("provider", provider)  # gemini-generate
         transport_name = "live" if provider != "scripted" else "scripted"
     if options.record is not None:

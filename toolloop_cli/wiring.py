@@ -202,6 +202,16 @@ def base_url(provider: str) -> str:
     return (info["base_env"] and os.environ.get(info["base_env"])) or info["base_url"]
 
 
+def stored_base_url(provider: str, stored: str | None) -> str | None:
+    """The base URL to send to: the store keeps it with credentials scrubbed, so the
+    environment's URL is used when it is the same URL once scrubbed."""
+    from toolloop_cli.transcripts.cassette import scrub_uri
+
+    info = PROVIDERS.get(provider)
+    current = os.environ.get(info["base_env"]) if info and info["base_env"] else None
+    return current if stored and current and scrub_uri(current) == stored else stored
+
+
 def deps_for(
     store: Store,
     op: OperationRecord,
@@ -223,7 +233,9 @@ def deps_for(
             transport, _ = transcript_transport(Path(source["transcript"]), op.counters.requests)
         else:
             transport = live_transport(op.provider)
-    adapter = make_adapter(op.provider, op.api_family, source.get("base_url"))
+    adapter = make_adapter(
+        op.provider, op.api_family, stored_base_url(op.provider, source.get("base_url"))
+    )
     engine_clock: Clock = clock if clock is not None else SystemClock()
     if toolbox is None:
         if registry is None:

@@ -16,7 +16,8 @@ Every problem is a ``TranscriptError`` with one line naming the file, never a tr
 cassette is untrusted input: files over ``MAX_CASSETTE_BYTES`` are refused unread, YAML
 aliases and duplicate keys are refused (``strict_yaml``), and a compressed body is inflated
 a piece at a time, refused once it passes ``MAX_BODY_BYTES``, the cap of a live answer.
-``dump_cassette`` writes the vcrpy shape atomically and always scrubs secret headers.
+``dump_cassette`` writes the vcrpy shape atomically and always scrubs secret headers, and
+credentials in URIs (``user:password@`` and ``?key=``-style parameters).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import yaml
 
@@ -70,8 +71,9 @@ SECRET_HEADERS = frozenset(
         "proxy-authorization",
     }
 )
-#: Query parameters that carry credentials (Gemini accepts ``?key=``).
-SECRET_QUERY = frozenset({"key", "api_key", "api-key"})
+#: Query parameters (lower-case) that carry credentials: Gemini's ``?key=``, OAuth's
+#: ``access_token``, and the names proxies commonly use.
+SECRET_QUERY = frozenset({"key", "api_key", "api-key", "apikey", "access_token", "token"})
 #: The largest cassette file read (checked before parsing); a recording of 10,000 turns is
 #: tens of MiB, and parsing costs a few times the file in memory.
 MAX_CASSETTE_BYTES = 256 * 1024 * 1024
@@ -342,15 +344,18 @@ def scrub_headers(headers: Mapping[str, list[str] | str]) -> dict[str, list[str]
 
 
 def scrub_uri(uri: str) -> str:
-    """The URI with credential query parameters (``?key=``) replaced by ``<scrubbed>``."""
+    """The URI with credentials replaced by ``<scrubbed>``: ``user:password@`` and
+    credential query parameters (``?key=``, ``access_token=``, see ``SECRET_QUERY``)."""
     parts = urlsplit(uri)
-    if not parts.query:
-        return uri
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    if not any(k.lower() in SECRET_QUERY for k, _ in pairs):
-        return uri
-    query = urlencode([(k, SCRUBBED if k.lower() in SECRET_QUERY else v) for k, v in pairs])
-    return urlunsplit(parts._replace(query=query))
+    if "@" in parts.netloc:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{quote(SCRUBBED, safe='')}@{host}")
+    pairs = parse_qsl(parts.query, keep_blank_values=True) if parts.query else []
+    if any(k.lower() in SECRET_QUERY for k, _ in pairs):
+        query = urlencode([(k, SCRUBBED if k.lower() in SECRET_QUERY else v) for k, v in pairs])
+        parts = parts._replace(query=query)
+    scrubbed = urlunsplit(parts)
+    return uri if scrubbed == urlunsplit(urlsplit(uri)) else scrubbed
 
 
 def dump_cassette(cassette: Cassette | Iterable[Interaction], path: str | os.PathLike[str]) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 import yaml
 
-from toolloop_cli import strict_yaml
 from toolloop_cli.engine.types import Usage
 from toolloop_cli.errors import UsageError
+from toolloop_cli.tools import strict_yaml
 
 Price = dict[str, float]  # {"input_per_mtok": …, "output_per_mtok": …}
 

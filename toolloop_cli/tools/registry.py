@@ -28,11 +28,11 @@ from typing import Any, Literal, cast
 import yaml
 from jsonschema.protocols import Validator
 
-from toolloop_cli import strict_yaml
 from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.engine.types import ToolSpec
 from toolloop_cli.errors import RegistryError
 from toolloop_cli.limits import MAX_ARGUMENT_BYTES
+from toolloop_cli.tools import strict_yaml
 from toolloop_cli.tools.context import ToolContext
 from toolloop_cli.tools.validation import compile_validator, json_problems, schema_problem
 

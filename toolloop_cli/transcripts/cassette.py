@@ -36,9 +36,9 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import yaml
 
-from toolloop_cli import strict_yaml
 from toolloop_cli.adapters._answer import MAX_BODY_BYTES
 from toolloop_cli.errors import TranscriptError
+from toolloop_cli.tools import strict_yaml
 
 from .detect import detect_api
 

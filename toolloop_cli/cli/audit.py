@@ -46,7 +46,8 @@ def verify(
 
         if not store_path.exists():
             raise UsageError(f"no store at {store_path}")
-        report = verify_store(open_store(store_path), operation_id, expect_head=expect_head)
+        store = open_store(store_path, read_only=True)  # verify writes nothing, migrates nothing
+        report = verify_store(store, operation_id, expect_head=expect_head)
         if as_json:
             render.emit_json(report_json(report, operation_id))
         elif head:

@@ -27,13 +27,27 @@ app = typer.Typer(help="Work with tool registries.", no_args_is_help=True)
 @app.command("check")
 def check(
     path: Annotated[Path, typer.Argument(help="Registry YAML file.")],
+    no_import: Annotated[
+        bool,
+        typer.Option(
+            "--no-import",
+            help="Check the document, schemas and handler strings without importing any "
+            "handler module (no code from the registry runs; whether handlers resolve is "
+            "then not checked).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Validate a registry and print every problem with its YAML path (exit 2 if any)."""
+    """Validate a registry and print every problem with its YAML path (exit 2 if any).
+
+    By default every handler and reconcile module is imported, to check that it resolves to
+    a callable: that executes the modules' top-level code. Use --no-import to vet a registry
+    you do not trust yet.
+    """
 
     def body() -> int:
         try:
-            registry = registries.load_registry(path)
+            registry = registries.load_registry(path, import_handlers=not no_import)
         except RegistryError as exc:
             if not as_json:
                 for where, problem in exc.problems:
@@ -48,6 +62,7 @@ def check(
                     "revision": registry.revision,
                     "sha256": registry.sha256,
                     "tools": list(registry.tools),
+                    "handlers_imported": registry.imported,
                     "problems": [],
                 }
             )
@@ -56,6 +71,7 @@ def check(
                 safe(
                     f"{path}: ok — registry {registry.name}@{registry.revision}, "
                     f"{len(registry.tools)} tool(s), {registry.sha256}"
+                    + ("" if registry.imported else " (handlers not imported)")
                 )
             )
         return 0

@@ -25,6 +25,7 @@ from toolloop_cli.errors import (
 )
 from toolloop_cli.store import Store, lease
 from toolloop_cli.tools.registry import Registry
+from toolloop_cli.transcripts.cassette import scrub_uri
 from toolloop_cli.wiring import (
     PROVIDERS,
     base_url,
@@ -127,11 +128,11 @@ def _new_operation(
         provider, model = options.provider, options.model
         transport = transport or live_transport(provider)
         api_family = PROVIDERS[provider]["api_family"] if provider in PROVIDERS else "responses"
-        source = {"base_url": base_url(provider)}
+        source = {"base_url": scrub_uri(base_url(provider))}  # no user:password@ in the store
         provider = PROVIDERS.get(provider, {}).get("provider", provider)  # gemini-generate
         transport_name = "live" if provider != "scripted" else "scripted"
     if options.record is not None:
-        source["record"] = str(_record_path(options))
+        source["record"] = str(_record_path(options, store))
     adapter = make_adapter(provider, api_family, str(source.get("base_url") or "") or None)
     price = price_for(model, load_prices(options.prices))
     if guards.max_cost_usd is not None and price is None:
@@ -172,15 +173,18 @@ def _new_operation(
     return op, transport
 
 
-def _record_path(options: RunOptions) -> Path:
-    """Where ``--record`` writes; never the cassette the same run reads from."""
+def _record_path(options: RunOptions, store: Store) -> Path:
+    """Where ``--record`` writes: never a file this run reads or keeps, nor a non-cassette."""
+    from toolloop_cli.transcripts.record_target import record_target
+
     assert options.record is not None
-    path = options.record.resolve()
-    if options.transcript is not None and options.transcript.resolve() == path:
-        raise UsageError(f"--record {options.record} would overwrite the --transcript it replays")
-    if path.is_dir():
-        raise UsageError(f"--record {options.record} is a directory, not a cassette file")
-    return path
+    return record_target(
+        options.record,
+        store=store.path,
+        registry=options.registry,
+        prices=options.prices,
+        transcript=options.transcript,
+    )
 
 
 def _recorded_model(transport: Transport) -> str | None:

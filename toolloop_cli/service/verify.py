@@ -4,7 +4,9 @@ Besides what ``audit.verify`` checks from rows alone, this layer rebuilds every 
 request from the stored conversation items, the declared tools and the settings (through
 the operation's adapter) and hashes it again, and reports registry drift: a call that is
 still to run, or an approval still to be used, whose tool or policy is no longer what the
-registry file says. It reads only; it never repairs anything.
+registry file says. It reads only; it never repairs anything, and it never imports or runs
+anything a store names: registries are parsed without importing their handlers, and the CLI
+opens the store read-only (``open_store(..., read_only=True)``).
 """
 
 from __future__ import annotations
@@ -140,8 +142,8 @@ def registry_drift(rows: StoreRows, operation_id: str | None = None) -> list[Mis
         if not pending:
             continue
         path = str(op["registry_path"])
-        try:
-            registry = load_registry(path)
+        try:  # the path comes from the store under audit: parse it, never import from it
+            registry = load_registry(path, import_handlers=False)
         except ToolloopError as exc:
             found.append(_drift(op, None, path, "registry_path", "a loadable registry", str(exc)))
             continue

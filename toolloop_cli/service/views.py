@@ -182,7 +182,7 @@ def _tool_facts(op: OperationRecord, apr: ApprovalRecord) -> tuple[str | None, b
     """The tool's risk from the operation's registry, whether the tool changed since the
     approval was asked (resume then refuses it), or why the registry cannot be read."""
     try:
-        registry = cached_registry(op.registry_path)
+        registry = cached_registry(op.registry_path, import_handlers=False)
     except ToolloopError as exc:
         return None, False, str(exc)
     tool = registry.get(apr.tool)

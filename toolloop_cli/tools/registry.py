@@ -4,17 +4,19 @@ Everything is checked when the file is loaded, so a bad registry stops a run bef
 turn: every problem is collected with its YAML path (``tools.submit_refund.handler``) rather
 than failing on the first one. Handlers are imported here, from the file's ``module:function``
 strings, and never from model output; each tool's argument validator is compiled once.
+
+``import_handlers=False`` checks and hashes the same document without importing anything:
+``verify`` and the approval hints read registries named by a store, which may not be trusted.
+Handler modules are found as ``tools.handler_modules`` says: one in the registry's folder is
+loaded from that file, never in front of the standard library.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Literal, cast
 
 import yaml
@@ -24,7 +26,9 @@ from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.engine.types import ToolSpec
 from toolloop_cli.errors import RegistryError
 from toolloop_cli.strict_json import MAX_ARGUMENT_BYTES
+from toolloop_cli.tools import strict_yaml
 from toolloop_cli.tools.context import ToolContext
+from toolloop_cli.tools.handler_modules import import_handler_module
 from toolloop_cli.tools.validation import (
     compile_validator,
     json_problems,
@@ -49,6 +53,9 @@ _TOOL_KEYS = frozenset(
     " max_argument_bytes idempotency parameters result_schema sequential".split()
 )
 _TOOL_REQUIRED = frozenset({"schema_version", "description", "risk", "handler", "parameters"})
+_UNPARSED = strict_yaml.NOT_LOADED
+#: A registry is a few KiB (10,000 tools are 2.6 MB); anything larger is refused unread.
+MAX_REGISTRY_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,8 @@ class Registry:
     tools: dict[str, ToolDef]
     sha256: str
     defaults: dict[str, Any]
+    #: False when loaded with ``import_handlers=False``: its handlers refuse to run
+    imported: bool = True
 
     def tool_specs(self) -> list[ToolSpec]:
         """The tools as declared to a model, in registry order."""
@@ -128,20 +137,24 @@ class Registry:
         return self.tools.get(name)
 
 
-def load_registry(path: str | Path) -> Registry:
-    """Load and check a registry; raise ``RegistryError`` listing every problem found."""
-    registry, problems = _analyse(Path(path))
+def load_registry(path: str | Path, *, import_handlers: bool = True) -> Registry:
+    """Load and check a registry; raise ``RegistryError`` listing every problem found.
+
+    Without ``import_handlers`` nothing is imported or executed: the handler strings are
+    checked for form only, and the handlers of the result raise instead of running.
+    """
+    registry, problems = _analyse(Path(path), import_handlers)
     if registry is None:
         raise RegistryError(str(path), problems)
     return registry
 
 
-def check_registry(path: str | Path) -> list[Problem]:
+def check_registry(path: str | Path, *, import_handlers: bool = True) -> list[Problem]:
     """Every problem in a registry file as ``(yaml_path, message)``; ``[]`` when it is usable."""
-    return _analyse(Path(path))[1]
+    return _analyse(Path(path), import_handlers)[1]
 
 
-def _analyse(path: Path) -> tuple[Registry | None, list[Problem]]:
+def _analyse(path: Path, import_handlers: bool) -> tuple[Registry | None, list[Problem]]:
     doc, problems = _read_document(path)
     if doc is _UNPARSED:
         return None, problems
@@ -152,7 +165,8 @@ def _analyse(path: Path) -> tuple[Registry | None, list[Problem]]:
     name = _get(doc, "registry", "", problems, "str", "")
     revision = _get(doc, "revision", "", problems, "str", "")
     policy = _check_policy(doc.get("policy"), "policy" in doc, problems)
-    tools = _check_tools(doc.get("tools"), "tools" in doc, path.parent, problems)
+    folder = path.parent if import_handlers else None
+    tools = _check_tools(doc.get("tools"), "tools" in doc, folder, problems)
     defaults = doc.get("defaults", {})
     if not isinstance(defaults, dict):
         problems.append(("defaults", "must be a mapping"))
@@ -161,7 +175,10 @@ def _analyse(path: Path) -> tuple[Registry | None, list[Problem]]:
         problems.append(("policy.approvers", f"is empty, but {', '.join(needing)} need approval"))
     if problems or not isinstance(defaults, dict):
         return None, problems
-    registry = Registry(name, revision, path.resolve(), policy, tools, sha256_of(doc), defaults)
+    resolved = path.resolve()
+    registry = Registry(
+        name, revision, resolved, policy, tools, sha256_of(doc), defaults, import_handlers
+    )
     return registry, []
 
 
@@ -181,7 +198,7 @@ def _check_policy(value: object, present: bool, problems: list[Problem]) -> Poli
 
 
 def _check_tools(
-    value: object, present: bool, folder: Path, problems: list[Problem]
+    value: object, present: bool, folder: Path | None, problems: list[Problem]
 ) -> dict[str, ToolDef]:
     if not isinstance(value, dict) or not value:
         if present:
@@ -202,7 +219,7 @@ def _check_tools(
 
 
 def _check_tool(
-    name: str, body: dict[Any, Any], path: str, folder: Path, problems: list[Problem]
+    name: str, body: dict[Any, Any], path: str, folder: Path | None, problems: list[Problem]
 ) -> ToolDef | None:
     """Check one tool mapping; a ``ToolDef`` only when the tool itself has no problem."""
     before = len(problems)
@@ -284,9 +301,12 @@ def _check_key_fields(
 
 
 def _resolve(
-    body: dict[Any, Any], key: str, path: str, folder: Path, problems: list[Problem]
+    body: dict[Any, Any], key: str, path: str, folder: Path | None, problems: list[Problem]
 ) -> Handler | None:
-    """Import ``module:function`` named by the file (never by a model) and check it is callable."""
+    """Import ``module:function`` named by the file (never by a model) and check it is callable.
+
+    ``folder`` is None when nothing may be imported: the string is checked for form only.
+    """
     if key not in body:
         return None
     where = _join(path, key)
@@ -294,8 +314,10 @@ def _resolve(
     if not isinstance(spec, str) or not _IMPORT_PATH.match(spec):
         problems.append((where, "must be an import path 'module:function'"))
         return None
+    if folder is None:
+        return _not_imported(spec)
     module_name, function_name = spec.split(":")
-    module, error = _import(module_name, folder)
+    module, error = import_handler_module(module_name, folder)
     if module is None:
         problems.append((where, error))
         return None
@@ -308,21 +330,13 @@ def _resolve(
     return cast(Handler, target)
 
 
-def _import(module_name: str, folder: Path) -> tuple[ModuleType | None, str]:
-    """Import from ``sys.path`` and the registry's folder; the folder is on the path only now."""
-    entry = str(folder.resolve())
-    sys.path.insert(0, entry)
-    importlib.invalidate_caches()
-    try:
-        return importlib.import_module(module_name), ""
-    except Exception as exc:
-        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
-        if missing and f"{module_name}.".startswith(f"{missing}."):
-            return None, f"cannot import module '{module_name}'"
-        return None, f"importing module '{module_name}' failed: {type(exc).__name__}: {exc}"
-    finally:
-        if entry in sys.path:
-            sys.path.remove(entry)
+def _not_imported(spec: str) -> Handler:
+    """The handler of a registry loaded without imports: it refuses to run."""
+
+    def handler(arguments: dict[str, Any], context: ToolContext) -> Any:
+        raise RuntimeError(f"handler {spec} was not imported (registry loaded without imports)")
+
+    return handler
 
 
 def _text(v: Any) -> bool:
@@ -367,50 +381,21 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that reads timestamps as text: JSON has no dates, and revisions look like them."""
-
-
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_scalar)  # type: ignore[type-var]
-_UNPARSED = object()
-
-
 def _read_document(path: Path) -> tuple[Any, list[Problem]]:
-    """The document (``_UNPARSED`` if unusable) and its problems, duplicate keys included."""
+    """The document (``NOT_LOADED`` if unusable) and its problems, duplicate keys included.
+
+    Aliases and nesting deeper than ``strict_yaml.MAX_DEPTH`` are refused before the document
+    is built, so neither a billion-laughs tree nor 20,000 brackets costs more than one walk.
+    """
     try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = strict_yaml.read_capped(path, MAX_REGISTRY_BYTES)
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or over the size limit
         return _UNPARSED, [("", f"cannot read the registry file: {exc}")]
-    loader = _Loader(text)
-    problems: list[Problem] = []
     try:
-        node = loader.get_single_node()
-        if node is not None:
-            _find_duplicates(node, "", set(), problems)
-        doc = None if node is None else loader.construct_document(node)
+        doc, problems = strict_yaml.load(text, strict_yaml.TextDatesLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        return _UNPARSED, [("", f"invalid YAML{where}: {getattr(exc, 'problem', None) or exc}")]
-    finally:
-        loader.dispose()
+        return _UNPARSED, [("", f"invalid YAML{strict_yaml.describe(exc)}")]
+    if doc is _UNPARSED:
+        return _UNPARSED, problems
     not_json = json_problems(doc, "")
     return (_UNPARSED if not_json else doc), problems + not_json
-
-
-def _find_duplicates(node: yaml.Node, path: str, seen: set[int], problems: list[Problem]) -> None:
-    if id(node) in seen:  # an alias: already walked, and may be recursive
-        return
-    seen.add(id(node))
-    if isinstance(node, yaml.MappingNode):  # safe_load would silently keep the last of equal keys
-        keys: set[tuple[str, str]] = set()
-        for key_node, value_node in node.value:
-            key = (key_node.tag, str(key_node.value))
-            child = _join(path, key[1])
-            if key in keys:
-                problems.append((child, "duplicate key"))
-            keys.add(key)
-            _find_duplicates(value_node, child, seen, problems)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _find_duplicates(item, f"{path}[{index}]", seen, problems)

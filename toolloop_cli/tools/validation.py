@@ -107,33 +107,47 @@ def json_problems(value: object, path: str = "$") -> list[tuple[str, str]]:
     """Where ``value`` has no canonical JSON form, so cannot be hashed or sent to a model.
 
     Catches what YAML or Python allow and JSON does not: sets, bytes, dates, NaN and
-    infinities, integers beyond +-(2**53-1), non-string keys, recursive aliases.
+    infinities, integers beyond +-(2**53-1), non-string keys, recursive aliases. The walk
+    keeps its own stack, so no nesting depth can make it raise ``RecursionError``.
     """
     found: list[tuple[str, str]] = []
-    _walk(value, path, set(), found)
+    active: set[int] = set()  # the containers on the way down: one seen again is a cycle
+    stack: list[tuple[object, str] | int] = [(value, path)]  # an int: leave that container
+    while stack:
+        top = stack.pop()
+        if isinstance(top, int):
+            active.discard(top)
+            continue
+        item, where = top
+        if isinstance(item, dict | list):
+            if id(item) in active:
+                found.append((where, "a recursive reference is not JSON"))
+                continue
+            active.add(id(item))
+            stack.append(id(item))
+            stack.extend(reversed(_children(item, where, found)))
+        elif isinstance(item, float) and not abs(item) <= 1.7976931348623157e308:
+            found.append((where, f"{item} is not a JSON number"))
+        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) > 2**53 - 1:
+            found.append((where, "integer outside the interoperable JSON range (+-(2**53-1))"))
+        elif item is not None and not isinstance(item, str | int | float):
+            found.append((where, f"a {type(item).__name__} is not a JSON value"))
     return found
 
 
-def _walk(value: object, path: str, active: set[int], found: list[tuple[str, str]]) -> None:
-    if isinstance(value, dict | list):
-        if id(value) in active:
-            found.append((path, "a recursive reference is not JSON"))
-            return
-        active.add(id(value))
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for key, item in items:
-            if isinstance(key, str):
-                where = f"{path}.{key}" if path else key
-            elif isinstance(value, list):
-                where = f"{path}[{key}]"
-            else:
-                where = f"{path}.{key}" if path else str(key)
-                found.append((where, "keys must be strings"))
-            _walk(item, where, active, found)
-        active.discard(id(value))
-    elif isinstance(value, float) and not abs(value) <= 1.7976931348623157e308:
-        found.append((path, f"{value} is not a JSON number"))
-    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53 - 1:
-        found.append((path, "integer outside the interoperable JSON range (+-(2**53-1))"))
-    elif value is not None and not isinstance(value, str | int | float):
-        found.append((path, f"a {type(value).__name__} is not a JSON value"))
+def _children(
+    value: dict[Any, Any] | list[Any], path: str, found: list[tuple[str, str]]
+) -> list[tuple[object, str]]:
+    """Each item of a container with its path; a key that is not a string is a problem."""
+    children: list[tuple[object, str]] = []
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        if isinstance(key, str):
+            where = f"{path}.{key}" if path else key
+        elif isinstance(value, list):
+            where = f"{path}[{key}]"
+        else:
+            where = f"{path}.{key}" if path else str(key)
+            found.append((where, "keys must be strings"))
+        children.append((item, where))
+    return children

@@ -12,32 +12,38 @@ parsed (``parsed_body`` beside or instead of ``body``, as pydantic-ai writes the
 ``body``); a status as an int or ``{code, message}``; header values as a list or one string;
 header names in any case (kept lower-case). Bodies are kept as bytes: what was on the wire.
 
-Every problem is a ``TranscriptError`` with one line naming the file, never a traceback.
-``dump_cassette`` writes the vcrpy shape atomically and always scrubs secret headers.
+Every problem is a ``TranscriptError`` with one line naming the file, never a traceback. A
+cassette is untrusted input: files over ``MAX_CASSETTE_BYTES`` are refused unread, YAML
+aliases and duplicate keys are refused (``strict_yaml``), and a compressed body is inflated
+a piece at a time, refused once it passes ``MAX_BODY_BYTES``, the cap of a live answer.
+``dump_cassette`` writes the vcrpy shape atomically and always scrubs secret headers, and
+credentials in URIs (``user:password@`` and ``?key=``-style parameters).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import gzip
 import http
 import json
 import os
-import tempfile
+import secrets
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import yaml
 
+from toolloop_cli.adapters._answer import MAX_BODY_BYTES
 from toolloop_cli.errors import TranscriptError
+from toolloop_cli.tools import strict_yaml
 
 from .detect import detect_api
 
 __all__ = [
+    "MAX_CASSETTE_BYTES",
     "SCRUBBED",
     "SECRET_HEADERS",
     "Cassette",
@@ -65,13 +71,23 @@ SECRET_HEADERS = frozenset(
         "proxy-authorization",
     }
 )
-#: Query parameters that carry credentials (Gemini accepts ``?key=``).
-SECRET_QUERY = frozenset({"key", "api_key", "api-key"})
+#: Query parameters (lower-case) that carry credentials: Gemini's ``?key=``, OAuth's
+#: ``access_token``, and the names proxies commonly use.
+SECRET_QUERY = frozenset({"key", "api_key", "api-key", "apikey", "access_token", "token"})
+#: The largest cassette file read (checked before parsing); a recording of 10,000 turns is
+#: tens of MiB, and parsing costs a few times the file in memory.
+MAX_CASSETTE_BYTES = 256 * 1024 * 1024
 
 #: ``{type, content}`` bodies (pydantic-ai's newer cassettes) with these types.
 _TYPED = frozenset({"json", "text"})
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_DumperBase: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_DumperBase):  # type: ignore[misc]
+    """Never writes an anchor or alias, since ``load_cassette`` refuses them."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 @dataclass(frozen=True)
@@ -129,16 +145,19 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
     """Read a cassette file; any problem is one ``TranscriptError`` line naming the file."""
     name = os.fspath(path)
     try:
-        text = Path(name).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = strict_yaml.read_capped(Path(name), MAX_CASSETTE_BYTES)
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or over the size limit
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise TranscriptError(f"transcript {name}: cannot read: {reason}") from exc
     try:
-        document = yaml.load(text, Loader=_Loader)
+        document, problems = strict_yaml.load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise TranscriptError(f"transcript {name}: not valid YAML{where}") from exc
+    if problems:
+        where, problem = problems[0]
+        raise TranscriptError(f"transcript {name}: {where or '<document>'}: {problem}")
     return _cassette(name, document)
 
 
@@ -200,19 +219,45 @@ def _decoded(
     codings = [c.strip().lower() for v in headers.get("content-encoding", []) for c in v.split(",")]
     if body is None or not any(c in ("gzip", "x-gzip", "deflate") for c in codings):
         return headers, body
+    if body.startswith(b"\x1f\x8b"):
+        body = _inflate(body, True, where, codings)
+    elif "deflate" in codings:
+        body = _inflate(body, False, where, codings)
+    else:
+        return headers, body  # already decoded by the recorder
+    kept = {k: v for k, v in headers.items() if k not in ("content-encoding", "content-length")}
+    return kept, body
+
+
+def _inflate(body: bytes, gzip: bool, where: str, codings: list[str]) -> bytes:
+    """Decompress (every gzip member), never holding more than ``MAX_BODY_BYTES + 1`` out.
+
+    Deflate comes zlib-wrapped (starting ``x``) or raw, as servers send both.
+    """
+    if gzip:
+        wbits = zlib.MAX_WBITS | 16
+    else:
+        wbits = zlib.MAX_WBITS if body[:1] == b"x" else -zlib.MAX_WBITS
+    out = bytearray()
+    rest = body
     try:
-        if body.startswith(b"\x1f\x8b"):
-            body = gzip.decompress(body)
-        elif "deflate" in codings:
-            body = zlib.decompress(body, -zlib.MAX_WBITS if body[:1] != b"x" else zlib.MAX_WBITS)
-        else:
-            return headers, body  # already decoded by the recorder
-    except (OSError, EOFError, zlib.error) as exc:
+        while rest:
+            inflater = zlib.decompressobj(wbits)
+            out += inflater.decompress(rest, MAX_BODY_BYTES + 1 - len(out))
+            if len(out) > MAX_BODY_BYTES or inflater.unconsumed_tail:
+                raise _Problem(
+                    f"{where} body ({', '.join(codings)}) decodes to more than "
+                    f"{MAX_BODY_BYTES} bytes"
+                )
+            if not inflater.eof:
+                raise zlib.error("the compressed data ends early")
+            # gzip allows several members, and zero padding after them (as gzip.decompress)
+            rest = inflater.unused_data.lstrip(b"\x00") if gzip else b""
+    except zlib.error as exc:
         raise _Problem(
             f"{where} body says content-encoding {', '.join(codings)} but does not decode: {exc}"
         ) from None
-    kept = {k: v for k, v in headers.items() if k not in ("content-encoding", "content-length")}
-    return kept, body
+    return bytes(out)
 
 
 def _status(node: Any) -> int:
@@ -299,15 +344,18 @@ def scrub_headers(headers: Mapping[str, list[str] | str]) -> dict[str, list[str]
 
 
 def scrub_uri(uri: str) -> str:
-    """The URI with credential query parameters (``?key=``) replaced by ``<scrubbed>``."""
+    """The URI with credentials replaced by ``<scrubbed>``: ``user:password@`` and
+    credential query parameters (``?key=``, ``access_token=``, see ``SECRET_QUERY``)."""
     parts = urlsplit(uri)
-    if not parts.query:
-        return uri
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    if not any(k.lower() in SECRET_QUERY for k, _ in pairs):
-        return uri
-    query = urlencode([(k, SCRUBBED if k.lower() in SECRET_QUERY else v) for k, v in pairs])
-    return urlunsplit(parts._replace(query=query))
+    if "@" in parts.netloc:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{quote(SCRUBBED, safe='')}@{host}")
+    pairs = parse_qsl(parts.query, keep_blank_values=True) if parts.query else []
+    if any(k.lower() in SECRET_QUERY for k, _ in pairs):
+        query = urlencode([(k, SCRUBBED if k.lower() in SECRET_QUERY else v) for k, v in pairs])
+        parts = parts._replace(query=query)
+    scrubbed = urlunsplit(parts)
+    return uri if scrubbed == urlunsplit(urlsplit(uri)) else scrubbed
 
 
 def dump_cassette(cassette: Cassette | Iterable[Interaction], path: str | os.PathLike[str]) -> None:
@@ -324,17 +372,20 @@ def dump_cassette(cassette: Cassette | Iterable[Interaction], path: str | os.Pat
     text = yaml.dump(document, Dumper=_Dumper, sort_keys=True, allow_unicode=True, width=1 << 30)
     target = Path(os.fspath(path))
     target.parent.mkdir(parents=True, exist_ok=True)
-    mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(8)}.tmp"
+    # 0o666 less the umask, as for any new file (the kernel applies the umask); a file being
+    # replaced keeps its own mode
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        os.fchmod(fd, mode)  # mkstemp makes 0600; a recording is an ordinary file
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            if target.exists():
+                os.fchmod(handle.fileno(), target.stat().st_mode & 0o777)
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

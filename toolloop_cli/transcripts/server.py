@@ -16,11 +16,17 @@ Event streams are sent event by event, each flushed, on a connection that closes
 - ``cut:K`` — the next recorded answer, but the connection closes after ``K`` events (after
   ``K`` bytes for a JSON answer, whose ``content-length`` then promises more than comes).
 
-It binds 127.0.0.1 only: it is a test double, never a proxy.
+It binds 127.0.0.1 only: it is a test double, never a proxy. It is bounded like one: a request
+body over ``MAX_REQUEST_BYTES`` is answered 413 unread, a bad ``content-length`` 400; an idle or
+half-open connection is dropped after ``idle_timeout_s``; what is kept of each body (in
+``received``, ``MAX_RETAINED_BYTES`` in all) and written to the log (``MAX_LOGGED_BYTES`` each)
+is bounded, with the size and SHA-256 of the whole; credentials in the path (``?key=``) are
+scrubbed as in recordings.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -32,12 +38,15 @@ from typing import Any
 
 from toolloop_cli.errors import UsageError
 
-from .cassette import Cassette, Interaction, load_cassette, scrub_headers
+from .cassette import Cassette, Interaction, load_cassette, scrub_headers, scrub_uri
 from .detect import detect_api
 
 __all__ = [
     "HOST",
     "BASE_URL_ENV",
+    "MAX_LOGGED_BYTES",
+    "MAX_REQUEST_BYTES",
+    "MAX_RETAINED_BYTES",
     "Fault",
     "FakeProvider",
     "Reply",
@@ -54,6 +63,15 @@ BASE_URL_ENV: dict[str, tuple[str, str]] = {
     "gemini": ("GEMINI_BASE_URL", ""),
 }
 _STATUSES = frozenset({400, 429, 500, 503, 529})
+#: The largest request body read; a larger one is answered 413 without being read.
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
+#: Body bytes kept in ``received`` over the server's life; after that, excerpts only.
+MAX_RETAINED_BYTES = 64 * 1024 * 1024
+#: The most of one body written to the log line (and kept once the budget is spent).
+MAX_LOGGED_BYTES = 64 * 1024
+#: Seconds a connection may sit idle (or half-open) before it is closed.
+IDLE_TIMEOUT_S = 30.0
+_LENGTH = re.compile(r"[0-9]{1,20}")
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 
 #: provider → status → (error type or google.rpc status, message)
@@ -125,6 +143,7 @@ class FakeProvider:
     received: list[dict[str, Any]] = field(default_factory=list)
     _served: dict[tuple[str, str], int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _retained: int = 0
 
     def answer(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
         """The reply to one request (thread-safe; faults and answers are consumed in order)."""
@@ -133,6 +152,19 @@ class FakeProvider:
             reply = self._reply(api, path)
             self._record(method, path, headers, body, reply.label)
             return reply
+
+    def refuse(self, method: str, path: str, headers: dict[str, str], status: int) -> Reply:
+        """The reply to a request whose body is not read: 400 (bad length) or 413 (too large)."""
+        api = detect_api(path)
+        provider = api[0] if api is not None else "openai"
+        if status == 413:
+            message = f"toolloop serve: request body over {MAX_REQUEST_BYTES} bytes"
+        else:
+            message = "toolloop serve: content-length is not a byte count"
+        reply = _error(provider, status, _REFUSED[provider], message)
+        with self._lock:
+            self._record(method, path, headers, None, reply.label)
+        return reply
 
     def _reply(self, api: tuple[str, str] | None, path: str) -> Reply:
         provider = api[0] if api is not None else "openai"
@@ -170,24 +202,56 @@ class FakeProvider:
         return reply
 
     def _record(
-        self, method: str, path: str, headers: dict[str, str], body: bytes, label: str
+        self, method: str, path: str, headers: dict[str, str], body: bytes | None, label: str
     ) -> None:
-        try:
-            parsed: Any = json.loads(body.decode("utf-8")) if body else None
-        except (UnicodeDecodeError, ValueError):
-            parsed = body.decode("utf-8", errors="replace")
         entry = {
             "seq": len(self.received),
             "method": method,
-            "path": path,
+            "path": scrub_uri(path),
             "headers": {k: v[0] for k, v in scrub_headers(headers).items()},
-            "body": parsed,
             "answer": label,
         }
+        keep = body is not None and self._retained + len(body) <= MAX_RETAINED_BYTES
+        if body is not None and keep:
+            self._retained += len(body)
+            entry["body"] = _parsed(body)
+        else:
+            entry.update(_excerpt(body))
         self.received.append(entry)
         if self.log is not None:
+            logged = dict(entry)
+            if body is not None and len(body) > MAX_LOGGED_BYTES:
+                logged.pop("body", None)
+                logged.update(_excerpt(body))
             with self.log.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n")
+                handle.write(json.dumps(logged, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+def _parsed(body: bytes) -> Any:
+    """The body as JSON when it is JSON, else as text; ``None`` when empty."""
+    try:
+        return json.loads(body.decode("utf-8")) if body else None
+    except (UnicodeDecodeError, ValueError):
+        return body.decode("utf-8", errors="replace")
+
+
+def _excerpt(body: bytes | None) -> dict[str, Any]:
+    """A bounded stand-in for a body: its first ``MAX_LOGGED_BYTES``, size and SHA-256."""
+    if body is None:
+        return {"body": None}
+    return {
+        "body_excerpt": body[:MAX_LOGGED_BYTES].decode("utf-8", errors="replace"),
+        "body_bytes": len(body),
+        "body_sha256": hashlib.sha256(body).hexdigest(),
+    }
+
+
+#: the error type of a refused request, per provider (400 and 413 share it)
+_REFUSED = {
+    "openai": "invalid_request_error",
+    "anthropic": "invalid_request_error",
+    "gemini": "INVALID_ARGUMENT",
+}
 
 
 def _error(provider: str, status: int, kind: str, message: str) -> Reply:
@@ -235,20 +299,39 @@ def _events(body: bytes) -> list[bytes]:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.idle_timeout_s)  # idle and half-open peers
+
     def _serve(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        body = self.rfile.read(length) if length > 0 else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
-        reply = self.server.provider.answer(self.command, self.path, headers, body)
-        self.send_response(reply.status)
-        for name, value in reply.headers.items():
-            self.send_header(name, value)
-        self.send_header("connection", "close")
-        self.end_headers()
-        for piece in reply.pieces:
-            self.wfile.write(piece)
-            self.wfile.flush()
+        try:
+            reply = self._answer(headers)
+            self.send_response(reply.status)
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.send_header("connection", "close")
+            self.end_headers()
+            for piece in reply.pieces:
+                self.wfile.write(piece)
+                self.wfile.flush()
+        except (TimeoutError, ConnectionError):
+            pass  # the client went quiet or away: nothing to answer
         self.close_connection = True
+
+    def _answer(self, headers: dict[str, str]) -> Reply:
+        """Read the body (when its length is a count no larger than the cap) and answer."""
+        provider = self.server.provider
+        lengths = self.headers.get_all("content-length") or []
+        if len({v.strip() for v in lengths}) > 1 or not all(
+            _LENGTH.fullmatch(v.strip()) for v in lengths
+        ):
+            return provider.refuse(self.command, self.path, headers, 400)
+        length = int(lengths[0]) if lengths else 0
+        if length > MAX_REQUEST_BYTES:
+            return provider.refuse(self.command, self.path, headers, 413)
+        body = self.rfile.read(length) if length > 0 else b""
+        return provider.answer(self.command, self.path, headers, body)
 
     do_POST = _serve
     do_GET = _serve
@@ -260,6 +343,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     provider: FakeProvider
+    idle_timeout_s: float = IDLE_TIMEOUT_S
 
 
 @dataclass
@@ -304,6 +388,7 @@ def start(
     faults: Sequence[Fault] = (),
     log: Path | None = None,
     retry_after: float = 1.0,
+    idle_timeout_s: float = IDLE_TIMEOUT_S,
 ) -> ServerHandle:
     """Serve ``cassette`` on 127.0.0.1:``port`` (0: a free port) in a background thread."""
     loaded = load_cassette(cassette)
@@ -312,6 +397,7 @@ def start(
     except OSError as exc:
         raise UsageError(f"cannot listen on {HOST}:{port}: {exc.strerror or exc}") from exc
     server.provider = FakeProvider(loaded, list(faults), log, retry_after)
+    server.idle_timeout_s = idle_timeout_s
     thread = threading.Thread(target=server.serve_forever, name="toolloop-serve", daemon=True)
     thread.start()
     return ServerHandle(server, thread)

@@ -232,6 +232,16 @@ def base_url(provider: str) -> str:
     return url
 
 
+def stored_base_url(provider: str, stored: str | None) -> str | None:
+    """The base URL to send to: the store keeps it with credentials scrubbed, so the
+    environment's URL is used when it is the same URL once scrubbed."""
+    from toolloop_cli.transcripts.cassette import scrub_uri
+
+    info = PROVIDERS.get(provider)
+    current = os.environ.get(info["base_env"]) if info and info["base_env"] else None
+    return current if stored and current and scrub_uri(current) == stored else stored
+
+
 def deps_for(
     store: Store,
     op: OperationRecord,
@@ -253,7 +263,9 @@ def deps_for(
             transport, _ = transcript_transport(Path(source["transcript"]), op.counters.requests)
         else:
             transport = live_transport(op.provider)
-    adapter = make_adapter(op.provider, op.api_family, source.get("base_url"))
+    adapter = make_adapter(
+        op.provider, op.api_family, stored_base_url(op.provider, source.get("base_url"))
+    )
     engine_clock: Clock = clock if clock is not None else SystemClock()
     if toolbox is None:
         if registry is None:
@@ -308,25 +320,27 @@ def flush_recording(deps: Deps) -> None:
 
 
 #: registries already loaded, by (resolved path, sha256 of the file's bytes)
-_REGISTRIES: dict[tuple[str, str], Registry] = {}
+_REGISTRIES: dict[tuple[str, str, bool], Registry] = {}
 
 
-def cached_registry(path: str | Path) -> Registry:
+def cached_registry(path: str | Path, *, import_handlers: bool = True) -> Registry:
     """``load_registry``, once per file content: a run's approvals and resumes reuse it.
 
-    Keyed by the file's bytes, so an edited registry is loaded (and checked) afresh.
+    Keyed by the file's bytes, so an edited registry is loaded (and checked) afresh; a
+    parse-only load (``import_handlers=False``, for views that only read the policy and the
+    tools' risk) is cached apart and never runs anything.
     """
     resolved = Path(path).resolve()
     try:
         digest = hashlib.sha256(resolved.read_bytes()).hexdigest()
     except OSError:
-        return load_registry(path)  # it reports the problem
-    key = (str(resolved), digest)
+        return load_registry(path, import_handlers=import_handlers)  # it reports the problem
+    key = (str(resolved), digest, import_handlers)
     cached = _REGISTRIES.get(key)
     if cached is None:
         if len(_REGISTRIES) >= 32:
             _REGISTRIES.clear()
-        cached = _REGISTRIES[key] = load_registry(path)
+        cached = _REGISTRIES[key] = load_registry(path, import_handlers=import_handlers)
     return cached
 
 

@@ -10,15 +10,25 @@ import yaml
 
 from toolloop_cli.engine.types import Usage
 from toolloop_cli.errors import UsageError
+from toolloop_cli.tools import strict_yaml
 
 Price = dict[str, float]  # {"input_per_mtok": …, "output_per_mtok": …}
 
+#: A price table is a few KiB; a larger file is refused unread.
+MAX_PRICE_FILE_BYTES = 1024 * 1024
+
 
 def _read(text: str, origin: str) -> dict[str, Price]:
+    """The table in ``text``: any problem is one line (no aliases, duplicates, deep nesting)."""
     try:
-        doc = yaml.safe_load(text)
+        doc, problems = strict_yaml.load(text, strict_yaml.TextDatesLoader)
     except yaml.YAMLError as exc:
-        raise UsageError(f"price file {origin} is not valid YAML: {exc}") from exc
+        raise UsageError(
+            f"price file {origin} is not valid YAML{strict_yaml.describe(exc)}"
+        ) from None
+    if problems:
+        where, problem = problems[0]
+        raise UsageError(f"price file {origin}: {where or '<document>'}: {problem}")
     models = doc.get("models") if isinstance(doc, dict) else None
     if not isinstance(models, dict):
         raise UsageError(f"price file {origin} needs a 'models' mapping")
@@ -46,8 +56,8 @@ def load_prices(extra: Path | None = None) -> dict[str, Price]:
     table = _read(bundled, "bundled prices")
     if extra is not None:
         try:
-            text = extra.read_text("utf-8")
-        except OSError as exc:
+            text = strict_yaml.read_capped(extra, MAX_PRICE_FILE_BYTES)
+        except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or over the size limit
             raise UsageError(f"cannot read price file {extra}: {exc}") from exc
         table.update(_read(text, str(extra)))
     return table

@@ -1,0 +1,91 @@
+"""Where ``run --record`` may write: never over a file the run uses, nor over a non-cassette.
+
+A recording replaces its target atomically, so a mistyped ``--record .toolloop/store.db``
+would swap the store, and every operation and the audit log with it, for a YAML file. The
+target is refused, before anything is written, when it is (after resolving symlinks and
+``..``, or as a hard link) the store or one of its ``-wal``/``-shm``/``-journal`` files, the
+registry, the price file or the transcript being replayed; and when it exists and does not
+start like a cassette (vcrpy's, pytest-recording's, pydantic-ai's and toolloop's all have a
+top-level ``interactions:`` key in their first lines). An empty file may be written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+from toolloop_cli.errors import UsageError
+
+__all__ = ["record_target"]
+
+#: how much of an existing file is read to recognise a cassette
+_HEAD_BYTES = 64 * 1024
+_INTERACTIONS = re.compile(rb'^(?:\{\s*)?"?interactions"?\s*:', re.MULTILINE)
+#: the files SQLite keeps beside a database
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def record_target(
+    record: Path,
+    *,
+    store: Path,
+    registry: Path | None = None,
+    prices: Path | None = None,
+    transcript: Path | None = None,
+) -> Path:
+    """The resolved ``--record`` path, or a one-line ``UsageError`` saying what it would hit."""
+    target = record.resolve()
+    protected: list[tuple[str, Path | None]] = [
+        ("the --transcript it replays", transcript),
+        ("the store", store),
+        *((f"the store's {suffix} file", Path(f"{store}{suffix}")) for suffix in _SIDE_FILES),
+        ("the --registry", registry),
+        ("the --prices file", prices),
+    ]
+    for what, path in protected:
+        if path is not None and _same(target, path):
+            raise UsageError(f"--record {record} would overwrite {what} ({path})")
+    if not target.exists():
+        return target
+    mode = target.stat().st_mode
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"--record {record} is a directory, not a cassette file")
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"--record {record} is not a regular file")
+    if not _looks_like_cassette(target):
+        raise UsageError(
+            f"--record {record} exists and is not a cassette (no top-level 'interactions:'); "
+            "refusing to overwrite it"
+        )
+    return target
+
+
+def _same(target: Path, path: Path) -> bool:
+    """The same file: equal resolved paths, or (both existing) the same inode."""
+    if target == path.resolve():
+        return True
+    try:
+        return os.path.samefile(target, path)
+    except OSError:
+        return False
+
+
+def _looks_like_cassette(path: Path) -> bool:
+    """Empty, or UTF-8 text with a top-level ``interactions`` key near the start."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(_HEAD_BYTES)
+    except OSError:
+        return False
+    if not head:
+        return True
+    if b"\x00" in head:  # SQLite and other binary files
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:  # not just a character cut at the end of the head
+            return False
+    return _INTERACTIONS.search(head) is not None

@@ -19,6 +19,7 @@ each into exit code 2 and one line on stderr. Anything else escaping is a bug.
       OperationTerminal          the operation is terminal: nothing to step or resume
       OperationBusy              another live process holds the operation's lease
       CanonicalJSONError         a value with no canonical JSON form, so no hash
+      ExportFailed               the OpenTelemetry collector did not take the spans
 
 Every class is defined here, whichever layer raises it; the modules that used to define
 ``OperationTerminal`` (engine/loop.py), ``OperationBusy`` (store/lease.py) and
@@ -36,6 +37,7 @@ __all__ = [
     "ApprovalError",
     "CanonicalJSONError",
     "DeadlineExceeded",
+    "ExportFailed",
     "IllegalTransition",
     "MalformedProviderPayload",
     "OperationBusy",
@@ -141,3 +143,7 @@ class OperationBusy(ToolloopError):
 
 class CanonicalJSONError(ToolloopError):
     """A value that has no canonical JSON form (NaN, infinity, huge ints, non-JSON types)."""
+
+
+class ExportFailed(ToolloopError):
+    """The collector did not take the spans (unreachable, refused, or an error answer)."""

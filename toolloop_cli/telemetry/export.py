@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from toolloop_cli import __version__
-from toolloop_cli.errors import ToolloopError, UsageError
+from toolloop_cli.errors import ExportFailed, UsageError
 
 from .model import SCHEMA_URL, Span
 
@@ -32,10 +32,6 @@ TRACES_PATH = "/v1/traces"
 BATCH_SPANS = 512
 BATCH_BYTES = 4 * 1024 * 1024
 _SDK_MODULES = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter")
-
-
-class ExportFailed(ToolloopError):
-    """The collector did not take the spans (unreachable, refused, or an error answer)."""
 
 
 def require_sdk() -> None:

@@ -7,6 +7,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+import pytest
 from report_helpers import BRANCHES, diverging_registry, json_of, replay, toolloop, write_report
 from scripted import call, final, run_script, turn
 
@@ -136,3 +137,30 @@ def test_a_call_id_the_model_uses_in_two_turns_keeps_each_calls_own_history(
         "SUCCEEDED",
     ]
     assert [h["target"] for h in second["history"]] == ["PROPOSED", "INVALID"]
+
+
+def test_against_a_cassette_compares_with_the_recording_itself(tmp_path: Path) -> None:
+    store_path = tmp_path / "store.db"
+    op_id = replay(store_path, BRANCHES / "happy_path.yaml")
+    store = open_store(store_path)
+    same = report_data(store, op_id, against=str(BRANCHES / "happy_path.yaml"))["diff"]
+    assert same == {
+        "a": op_id,
+        "b": str(BRANCHES / "happy_path.yaml"),
+        "equal": True,
+        "differences": [],
+    }
+    other = report_data(store, op_id, against=str(BRANCHES / "approval_expired.yaml"))["diff"]
+    assert other["equal"] is False and other["differences"]
+
+
+def test_without_output_the_report_is_named_after_the_operation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store_path = tmp_path / "store.db"
+    op_id = replay(store_path, BRANCHES / "happy_path.yaml")
+    monkeypatch.chdir(tmp_path)
+    result = toolloop(store_path, "report", op_id)
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"report written: report-{op_id}.html"
+    assert (tmp_path / f"report-{op_id}.html").read_text().startswith("<!doctype html>")

@@ -94,6 +94,11 @@ def _turns(turns: list[TurnRecord], calls: list[CallRecord], transitions: list[R
     entries = [
         t for t in transitions if t["kind"] == "operation" and t["target"] == "MODEL_REQUESTED"
     ]
+    by_turn: dict[int, list[Row]] = {}
+    for n, c in enumerate(calls):
+        by_turn.setdefault(c.turn_idx, []).append(
+            {"anchor": _anchor(n), "name": c.name, "state": c.state.value}
+        )
     rows = []
     for turn in turns:
         entered = entries[turn.idx]["at"] if turn.idx < len(entries) else None
@@ -112,11 +117,7 @@ def _turns(turns: list[TurnRecord], calls: list[CallRecord], transitions: list[R
                 "requested_at": entered,
                 "answered_at": turn.created_at,
                 "latency_ms": _latency_ms(entered, turn.created_at),
-                "calls": [
-                    {"anchor": _anchor(n), "name": c.name, "state": c.state.value}
-                    for n, c in enumerate(calls)
-                    if c.turn_idx == turn.idx
-                ],
+                "calls": by_turn.get(turn.idx, []),
             }
         )
     return rows

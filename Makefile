@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck unit demo bench bench-peers clean
+.PHONY: install test lint typecheck unit demo screenshots bench bench-peers clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,12 @@ demo: install
 		--registry registries/refunds.yaml --transcript transcripts/refund-openai.yaml \
 		--store $(DEMO_STORE); code=$$?; test $$code -eq 10 || exit $$code; \
 	echo "toolloop exited 10 (WAITING_APPROVAL): run the commands above after . .venv/bin/activate"
+
+# The report screenshots the README embeds (docs/screenshots/), taken by the browser tests in
+# Debian's Chromium; a plain `make test` writes them to its temporary folders instead.
+screenshots: install
+	TOOLLOOP_UPDATE_SCREENSHOTS=1 $(BIN)/pytest -n 0 tests/report/test_report_browser.py \
+		-k "a_completed_run_shows or a_diverging_replay"
 
 # Figures, never assertions: loop overhead against a hand-written floor, scaling, store size,
 # cold start, verify throughput and parallel speedup, in one table (bench/run.py).

@@ -39,6 +39,7 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         "pending",
         "show",
         "runs",
+        "report",
         "registry check",
         "export-otel",
     ],
@@ -178,9 +179,17 @@ FORBIDDEN = {
         "toolloop_cli.telemetry",
     ),
     # the library API behind the commands prints nothing; it does not know about tracing
-    "service": ("typer", "rich", "toolloop_cli.cli", "toolloop_cli.telemetry"),
+    "service": (
+        "typer",
+        "rich",
+        "toolloop_cli.cli",
+        "toolloop_cli.telemetry",
+        "toolloop_cli.report",
+    ),
     # the OpenTelemetry export reads the store after the fact and prints nothing
     "telemetry": ("typer", "rich", "toolloop_cli.cli"),
+    # the HTML report reads through the library API; only the command prints
+    "report": ("typer", "rich", "toolloop_cli.cli"),
 }
 
 

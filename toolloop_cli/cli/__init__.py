@@ -8,7 +8,19 @@ import typer
 
 from toolloop_cli import __version__
 
-from . import approvals, audit, diff, inspect, registry, render, replay, run, serve, telemetry
+from . import (
+    approvals,
+    audit,
+    diff,
+    inspect,
+    registry,
+    render,
+    replay,
+    report,
+    run,
+    serve,
+    telemetry,
+)
 
 app = typer.Typer(
     name="toolloop",
@@ -47,6 +59,7 @@ app.command("serve")(serve.serve)
 app.command("replay")(replay.replay)
 app.command("diff")(diff.diff)
 app.command("export-otel")(telemetry.export_otel)
+app.command("report")(report.report)
 app.add_typer(registry.app, name="registry")
 
 

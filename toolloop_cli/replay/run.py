@@ -10,12 +10,14 @@ time moves is in ``replay.decisions``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from toolloop_cli.audit.canonical import canonical_bytes
 from toolloop_cli.engine.clock import SystemClock, iso, later, parse_iso
 from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ids import new_operation_id
@@ -23,7 +25,7 @@ from toolloop_cli.engine.ports import Clock
 from toolloop_cli.engine.records import Counters, Guards, OperationRecord
 from toolloop_cli.engine.states import OpState
 from toolloop_cli.engine.types import JSONObject, ModelSettings
-from toolloop_cli.errors import TranscriptError, UsageError
+from toolloop_cli.errors import CanonicalJSONError, TranscriptError, UsageError
 from toolloop_cli.replay.decisions import Decisions, ReplayClock, drive
 from toolloop_cli.replay.deps import Plan, meta_list, plan_deps, policy_toolbox
 from toolloop_cli.replay.divergence import (
@@ -134,7 +136,7 @@ def _replay_one(
     waiting, refused = drive(store, deps, op.operation_id, _decisions(plan, options))
     assert isinstance(deps.transport, ReplayTransport)
     divergences = refused + _divergences(store, deps, op.operation_id, plan, options, waiting)
-    final = store.get_operation(op.operation_id)
+    final = _keep_divergences(store, op.operation_id, divergences)
     data_dir = op.source.get("data_dir")
     return ReplayedOperation(
         final.operation_id,
@@ -144,6 +146,38 @@ def _replay_one(
         waiting,
         Path(data_dir) if data_dir else None,
     )
+
+
+def _keep_divergences(
+    store: Store, operation_id: str, divergences: list[Divergence]
+) -> OperationRecord:
+    """Write what the replay found into the operation's ``source`` (``divergence_check``).
+
+    The operation row is audited, so ``verify`` covers the finding and a report reads it
+    without the cassette. It is the replay's finding at this moment: ``requests`` says how
+    many model requests it compared; a later ``resume`` of a paused replay adds none.
+    """
+    op = store.get_operation(operation_id)
+    check: JSONObject = {
+        "requests": op.counters.requests,
+        "divergences": [_storable(d.as_json()) for d in divergences],
+    }
+    kept = op.model_copy(update={"source": {**op.source, "divergence_check": check}})
+    with store.transaction():
+        store.save_operation(kept, op.state)
+    return kept
+
+
+def _storable(divergence: JSONObject) -> JSONObject:
+    """A recorded or replayed value with no canonical JSON form (NaN, 1e999, an integer past
+    2^53 in a hostile recording) is kept as its JSON text: the stored source stays standard
+    JSON, which any reader (and a report's embedded data) parses, and big integers exact."""
+    for side in ("recorded", "replayed"):
+        try:
+            canonical_bytes(divergence[side])
+        except CanonicalJSONError:
+            divergence[side] = json.dumps(divergence[side])
+    return divergence
 
 
 def _start_time(meta: dict[str, Any]) -> datetime:

@@ -187,6 +187,62 @@ def _call_lookup_order(db: Database) -> None:
     db.execute("CREATE INDEX calls_key ON calls(operation_id, idempotency_key, turn_idx, seq)")
 
 
+#: Read-only views for people (Datasette, ``sqlite-utils query``): plain columns, one row per
+#: operation, call or approval (docs/report.md lists them). They read only columns of
+#: ``0001_initial``, so they do not depend on the order of any later migration; they are
+#: not audited tables, so ``verify`` does not read them.
+REPORT_VIEWS = {
+    "v_operations": """
+SELECT o.operation_id, o.state, o.reason, o.task,
+       o.provider || '/' || o.api_family AS api, o.model, o.tenant, o.subject,
+       o.registry_name || '@' || o.registry_revision AS registry, o.registry_sha256,
+       o.policy_revision, o.final_text,
+       json_extract(o.counters_json, '$.turns') AS turns,
+       json_extract(o.counters_json, '$.tool_calls') AS tool_calls,
+       json_extract(o.counters_json, '$.input_tokens') AS input_tokens,
+       json_extract(o.counters_json, '$.output_tokens') AS output_tokens,
+       (SELECT count(*) FROM calls c WHERE c.operation_id = o.operation_id) AS calls,
+       (SELECT count(*) FROM approvals a
+         WHERE a.operation_id = o.operation_id AND a.status = 'PENDING') AS pending_approvals,
+       o.created_at, o.updated_at, o.deadline_at
+  FROM operations o""",
+    "v_calls": """
+SELECT c.operation_id, c.turn_idx AS turn, c.seq, c.call_id, c.name AS tool, c.state,
+       coalesce(c.arguments_json, c.raw_arguments) AS arguments, c.argument_error,
+       CASE json_extract(c.model_result_json, '$.ok')
+         WHEN 1 THEN 'ok'
+         WHEN 0 THEN 'error'
+       END AS outcome,
+       CASE json_extract(c.model_result_json, '$.ok')
+         WHEN 1 THEN substr(json_extract(c.model_result_json, '$.result'), 1, 200)
+         WHEN 0 THEN json_extract(c.model_result_json, '$.error.code') || ': '
+                     || substr(json_extract(c.model_result_json, '$.error.message'), 1, 200)
+       END AS result_summary,
+       c.idempotency_key, c.approval_id, a.status AS approval_status,
+       a.decided_by AS approver, a.decided_at, c.started_at, c.finished_at, c.response_id
+  FROM calls c
+  LEFT JOIN approvals a ON a.approval_id = c.approval_id""",
+    "v_approvals": """
+SELECT a.approval_id, a.operation_id, a.call_id, a.tool, a.status,
+       coalesce(c.arguments_json, c.raw_arguments) AS arguments,
+       a.requested_by, a.requested_at, a.expires_at,
+       a.decided_by AS approver, a.decided_at, a.reason, a.policy_revision, a.tenant,
+       a.arguments_sha256
+  FROM approvals a
+  LEFT JOIN calls c
+    ON c.operation_id = a.operation_id AND c.response_id = a.response_id
+   AND c.call_id = a.call_id""",
+}
+
+
+@migrations(name="report_views")
+def _report_views(db: Database) -> None:
+    """Views for reading a store with Datasette or sqlite-utils; re-creating them is harmless."""
+    for name, select in REPORT_VIEWS.items():
+        db.execute(f"DROP VIEW IF EXISTS {name}")
+        db.execute(f"CREATE VIEW {name} AS {select.strip()}")
+
+
 def apply(db: Database) -> None:
     """Bring a store up to the current schema (each step in its own transaction)."""
     migrations.apply(db)

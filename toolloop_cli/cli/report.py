@@ -1,0 +1,74 @@
+"""``report OP``: write one self-contained HTML file about an operation (docs/report.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.text import Text
+
+from .lazy import LazyModule
+
+if TYPE_CHECKING:
+    from toolloop_cli import store as stores
+    from toolloop_cli.report import data as report_data, render as report_render
+else:
+    stores = LazyModule("toolloop_cli.store")
+    report_data = LazyModule("toolloop_cli.report.data")
+    report_render = LazyModule("toolloop_cli.report.render")
+
+from toolloop_cli.errors import UsageError
+
+from . import render
+from .exits import run_guarded
+from .options import DEFAULT_STORE, JsonOpt, StoreOpt, TenantOpt
+
+
+def report(
+    operation_id: Annotated[str, typer.Argument(help="Operation id (op_…).")],
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="HTML file to write (default: report-OP.html)."),
+    ] = None,
+    against: Annotated[
+        str | None,
+        typer.Option(
+            "--against", help="Also show the diff with this run (operation id or cassette)."
+        ),
+    ] = None,
+    tenant: TenantOpt = None,
+    store_path: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write an HTML report of one operation: header, budgets, turns, calls, approvals,
+    verify, a replay's divergences, and with --against a diff. It loads nothing remote."""
+
+    def body() -> int:
+        if not store_path.exists():
+            raise UsageError(f"no store at {store_path}")
+        store = stores.open_store(store_path)
+        data = report_data.report_data(store, operation_id, against=against, tenant=tenant)
+        target = output if output is not None else Path(f"report-{operation_id}.html")
+        report_render.write_report(target, report_render.render_html(data))
+        if as_json:
+            render.emit_json(
+                {
+                    "operation_id": operation_id,
+                    "state": data["operation"]["state"],
+                    "report": str(target),
+                    "verified": data["verify"]["ok"],
+                    "divergences": _count(data["replay"], "divergences"),
+                    "differences": _count(data["diff"], "differences"),
+                }
+            )
+        else:
+            render.out.print(Text.assemble(("report written: ", "bold"), str(target)))
+        return 0
+
+    run_guarded(as_json, body)
+
+
+def _count(part: dict[str, object] | None, key: str) -> int | None:
+    found = None if part is None else part.get(key)
+    return len(found) if isinstance(found, list) else None

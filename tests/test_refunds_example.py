@@ -194,7 +194,13 @@ def test_delayed_submit_times_out_but_the_refund_is_committed_and_reconcilable(
     arguments = {"order_id": "ord_1001", "amount_cents": 4999}
     outcome = execute(submit, arguments, ctx(tmp_path))
     assert outcome.status == "timed_out"
-    found = reconcile(submit, arguments, ctx(tmp_path))
+    # the handler committed before it slept: the refund lands while toolloop has given up on it
+    # (waited for here, bounded, so a loaded machine cannot race the lookup against the commit)
+    deadline = time.monotonic() + 10
+    while not ledger_refunds(tmp_path / "payments.db") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # the reconcile question gets its own time, not the 100 ms the submit was cut at
+    found = reconcile(dataclasses.replace(submit, timeout_ms=5000), arguments, ctx(tmp_path))
     assert found is not None and found.status == "ok"
     assert found.value == {
         "refund_id": "rf_1001_1",

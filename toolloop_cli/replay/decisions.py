@@ -28,6 +28,7 @@ from toolloop_cli.engine.states import OpState, is_terminal
 from toolloop_cli.errors import ToolloopError
 from toolloop_cli.replay.divergence import Divergence
 from toolloop_cli.store import Store
+from toolloop_cli.tools import policy as policy_rules
 from toolloop_cli.tools.registry import Policy
 
 __all__ = ["REPLAY_SUBJECT", "Decisions", "ReplayClock", "drive"]
@@ -132,11 +133,7 @@ def _policy_problem(policy: Policy | None, subject: str, apr: ApprovalRecord) ->
     """Why the registry's policy would refuse this subject's decision."""
     if policy is None or subject == REPLAY_SUBJECT:
         return None
-    if subject not in policy.approvers:
-        return f"{subject} may not decide approvals under policy {policy.revision}"
-    if policy.forbid_self_approval and subject == apr.requested_by:
-        return f"{subject} may not approve its own calls under policy {policy.revision}"
-    return None
+    return policy_rules.may_decide(policy, subject, apr.requested_by)
 
 
 def _decide(

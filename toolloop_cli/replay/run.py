@@ -236,6 +236,7 @@ def _new_operation(
         registry_path=str(registry.path.resolve()) if registry else source["replay"],
         registry_sha256=toolbox.registry_sha256,
         policy_revision=toolbox.policy_revision,
+        policy_sha256=toolbox.policy_sha256,
         settings=settings.model_dump(exclude_none=True),
         source=source,
         guards=guards,

@@ -236,7 +236,9 @@ Interactions (`gemini/`). Each was produced by running toolloop itself against a
 model (`python -m scripts.gen_branches`, deterministic), so every request is exactly what
 toolloop sends; the `toolloop:` key of each file holds the approvals, call states and end
 state. Replay any of them with `toolloop replay FILE` (recorded results) or
-`toolloop replay FILE --registry registries/refunds.yaml` (live handlers); see docs/replay.md.
+`toolloop replay FILE --registry registries/refunds.yaml --approve-as ops-lead` (live
+handlers: a decision written in a file authorises nothing that runs, so an approver decides;
+without `--approve-as` the replay waits for `toolloop approve`); see docs/replay.md.
 The timeout branch needs `TOOLLOOP_REFUND_DELAY_MS=600` for live handlers (its 200 ms tool
 timeout comes from the recorded guards).
 

@@ -119,6 +119,8 @@ def test_every_blob_changed_or_rekeyed_is_caught_under_an_operation_using_it(
         users.setdefault(r["item_sha256"], set()).add(r["operation_id"])
     for t in rows.turns:
         users.setdefault(t["tools_sha256"], set()).add(t["operation_id"])
+    for a in rows.approvals:  # the policy block each approval pins
+        users.setdefault(a["policy_sha256"], set()).add(a["operation_id"])
     assert set(users) == set(rows.blobs)
     for digest, body in rows.blobs.items():
         for column in ("sha256", "body"):

@@ -24,6 +24,8 @@ STATES = {
     "duplicate_then_no_progress": "NO_PROGRESS",
 }
 DELAY = {"TOOLLOOP_REFUND_DELAY_MS": "600"}
+#: live handlers run only on an operator's decision, never on one written in the cassette
+APPROVER = ("--approve-as", "ops-lead")
 
 
 @pytest.fixture(params=PROVIDERS)
@@ -35,7 +37,7 @@ def live(
     cli: Invoke, provider: str, branch: str, env: dict[str, str] | None = None
 ) -> dict[str, Any]:
     path = BRANCHES / provider / f"{branch}.yaml"
-    result = cli("replay", str(path), "--registry", str(REGISTRY), "--json", env=env)
+    result = cli("replay", str(path), "--registry", str(REGISTRY), *APPROVER, "--json", env=env)
     out = json_out(result)
     assert out["divergences"] == [], out["divergences"]
     assert out["state"] == STATES[branch]
@@ -96,6 +98,7 @@ def test_an_expired_approval_is_not_run_and_the_reproposal_gets_a_fresh_one(
     assert second["state"] == "SUCCEEDED"
     expired, approved = out["approvals"]
     assert (expired["status"], approved["status"]) == ("EXPIRED", "APPROVED")
+    assert (expired["decided_by"], approved["decided_by"]) == (None, "ops-lead")
     assert expired["approval_id"] != approved["approval_id"]
     assert len(refunds(out)) == 1
 
@@ -115,7 +118,7 @@ def test_without_the_slow_downstream_the_timeout_branch_reports_its_call_state(
     cli: Invoke, provider: str
 ) -> None:
     path = BRANCHES / provider / "submit_timeout_reconciled.yaml"
-    result = cli("replay", str(path), "--registry", str(REGISTRY), "--json")
+    result = cli("replay", str(path), "--registry", str(REGISTRY), *APPROVER, "--json")
     assert result.exit_code == 17
     (divergence,) = json_out(result)["divergences"]
     assert divergence["kind"] == "call_state"
@@ -130,6 +133,7 @@ def test_a_repeated_identical_call_is_duplicate_then_no_progress(
         str(BRANCHES / provider / "duplicate_then_no_progress.yaml"),
         "--registry",
         str(REGISTRY),
+        *APPROVER,
     )
     assert result.exit_code == 14
     out = live(cli, provider, "duplicate_then_no_progress")

@@ -18,7 +18,11 @@ HAPPY = BRANCHES / "happy_path.yaml"
 
 
 def replayed(cli: Invoke, *args: str) -> str:
-    return str(json_out(cli("replay", str(HAPPY), "--json", *args))["operation_id"])
+    """A replay of the happy path; live, its refund runs on an approver's explicit decision."""
+    live = ("--approve-as", "ops-lead") if "--registry" in args else ()
+    out = json_out(cli("replay", str(HAPPY), "--json", *args, *live))
+    assert out["state"] == "COMPLETED", out["state"]
+    return str(out["operation_id"])
 
 
 def test_two_replays_of_one_transcript_have_no_differences(cli: Invoke) -> None:

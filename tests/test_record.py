@@ -71,10 +71,12 @@ def test_resume_appends_to_the_recording_and_it_replays_without_divergence(
     assert meta["state"] == "COMPLETED"
     assert meta["approvals"][0]["status"] == "APPROVED"
     assert meta["approvals"][0]["decided_by"] == "ops-lead"
-    replayed = cli("replay", str(record), "--registry", str(REGISTRY), "--json")
+    live = ("--registry", str(REGISTRY), "--approve-as", "ops-lead")  # an explicit decision
+    replayed = cli("replay", str(record), *live, "--json")
     assert replayed.exit_code == 0, replayed.output
     out = json_out(replayed)
     assert (out["state"], out["divergences"]) == ("COMPLETED", [])
+    assert [a["decided_by"] for a in out["approvals"]] == ["ops-lead"]
 
 
 def test_a_killed_run_leaves_a_valid_cassette_that_resume_completes(

@@ -10,6 +10,7 @@ import yaml
 from conftest import REFUND_OPENAI, REGISTRY, ROOT, TASK, Invoke, json_out
 
 from toolloop_cli.engine.states import EXIT_CODES, OpState
+from toolloop_cli.examples.refunds import ledger_refunds
 
 BRANCHES = ROOT / "transcripts" / "branches" / "openai"
 SHIPPED = sorted((ROOT / "transcripts").rglob("*.yaml"))
@@ -196,16 +197,20 @@ def test_live_results_need_a_registry(cli: Invoke) -> None:
 
 
 def test_live_replays_use_a_fresh_ledger_each_time(cli: Invoke) -> None:
-    args = ["--registry", str(REGISTRY)]
+    args = ["--registry", str(REGISTRY), "--approve-as", "ops-lead"]
     first = json_out(replay(cli, BRANCHES / "happy_path.yaml", *args))
     second = json_out(replay(cli, BRANCHES / "happy_path.yaml", *args))
     assert first["divergences"] == second["divergences"] == []
+    assert first["state"] == second["state"] == "COMPLETED"
     assert first["replay"]["data_dir"] != second["replay"]["data_dir"]
+    for out in (first, second):
+        assert len(ledger_refunds(Path(out["replay"]["data_dir"]) / "payments.db")) == 1
 
 
 def test_a_replay_is_an_operation_that_show_and_verify_accept(cli: Invoke) -> None:
-    for extra in ([], ["--registry", str(REGISTRY)]):
+    for extra in ([], ["--registry", str(REGISTRY), "--approve-as", "ops-lead"]):
         out = json_out(replay(cli, BRANCHES / "approval_expired.yaml", *extra))
+        assert out["state"] == "COMPLETED"
         shown = cli("show", out["operation_id"], "--json")
         assert shown.exit_code == 0
         assert json_out(shown)["calls"] == out["calls"]

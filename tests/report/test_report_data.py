@@ -8,7 +8,15 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from report_helpers import BRANCHES, diverging_registry, json_of, replay, toolloop, write_report
+from report_helpers import (
+    APPROVER,
+    BRANCHES,
+    diverging_registry,
+    json_of,
+    replay,
+    toolloop,
+    write_report,
+)
 from scripted import call, final, run_script, turn
 
 from toolloop_cli.report.data import report_data
@@ -24,6 +32,7 @@ def test_a_replay_keeps_its_divergences_on_the_audited_operation(tmp_path: Path)
         str(BRANCHES / "happy_path.yaml"),
         "--registry",
         str(registry),
+        *APPROVER,
         "--json",
     )
     assert result.exit_code == 17

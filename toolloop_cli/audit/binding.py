@@ -5,7 +5,8 @@ model is shown, and ``protected_audit``, what only the store keeps). ``call_bind
 hashes one document that ties that result to everything it was produced under:
 
 - producer: provider, API family, model, adapter revision; response id, call id, turn;
-- operation: operation id, tenant, subject, registry hash and policy revision;
+- operation: operation id, tenant, subject, registry hash and policy revision (and the
+  policy block's hash, for operations started since it is pinned);
 - intent: tool name, tool hash (its definition and handler), idempotency key, approval id,
   the exact argument text the model sent and the canonical arguments' digest;
 - outcome: the call state and ``result_sha256``.
@@ -45,6 +46,7 @@ class ResultForModel(Protocol):
 __all__ = [
     "CALL_FIELDS",
     "OP_FIELDS",
+    "OP_PINNED_FIELDS",
     "binding_document",
     "call_binding_sha256",
     "check_result_set",
@@ -63,6 +65,10 @@ OP_FIELDS = (
     "registry_sha256",
     "policy_revision",
 )
+
+#: Fields of the operation a binding includes when set (stores from before they were
+#: pinned have none, and their bindings recompute as they were written).
+OP_PINNED_FIELDS = ("policy_sha256",)
 
 #: Fields of the call a binding includes (``raw_arguments`` enters as its digest).
 CALL_FIELDS = (
@@ -90,6 +96,9 @@ def binding_document(
     doc: dict[str, Any] = {"v": 1, "result_sha256": result_sha}
     for name in OP_FIELDS:
         doc[name] = op[name]
+    for name in OP_PINNED_FIELDS:
+        if op.get(name) is not None:
+            doc[name] = op[name]
     for name in CALL_FIELDS:
         value = call[name]
         doc[name] = value if value is None or type(value) in (int, str) else str(value)

@@ -1,8 +1,9 @@
 """The hashes ``verify`` recomputes from stored inputs (not from the audit records).
 
 Arguments, results and call bindings from each call and its operation; response bodies;
-content-addressed blobs; the digests an approval shares with its call; and requests,
-rebuilt by a caller-supplied function (the adapters live outside this package).
+content-addressed blobs (the policy blocks approvals pin among them); the digests an
+approval shares with its call; and requests, rebuilt by a caller-supplied function (the
+adapters live outside this package).
 """
 
 from __future__ import annotations
@@ -156,6 +157,11 @@ def _blobs(rows: StoreRows) -> list[Mismatch]:
     references = [(r.get("operation_id"), r.get("item_sha256")) for r in rows.conversation]
     references += [
         (t.get("operation_id"), t.get("tools_sha256")) for t in rows.turns if t.get("tools_sha256")
+    ]
+    references += [
+        (a.get("operation_id"), a.get("policy_sha256"))
+        for a in rows.approvals
+        if a.get("policy_sha256")
     ]
     for op, digest in references:
         refs.setdefault(digest, set()).add(op)

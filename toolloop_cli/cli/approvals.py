@@ -33,7 +33,14 @@ from .telemetry import OtelContentOpt, OtelOpt
 
 def approve(
     approval_id: Annotated[str, typer.Argument(help="Approval id (apr_…).")],
-    subject: Annotated[str, typer.Option("--as", help="Who decides (a policy approver).")],
+    subject: Annotated[
+        str,
+        typer.Option(
+            "--as",
+            help="Who decides, one of the policy's approvers: the decider's name, recorded; "
+            "not authenticated.",
+        ),
+    ],
     deny: Annotated[bool, typer.Option("--deny", help="Deny instead of approve.")] = False,
     reason: Annotated[str | None, typer.Option("--reason", help="Why (sent on denial).")] = None,
     then_resume: Annotated[
@@ -49,7 +56,8 @@ def approve(
     """Record a decision on one pending approval (the first decision stands).
 
     The call is printed in full (tool, risk, arguments, idempotency key, digest, policy
-    revision, expiry) before the decision is recorded.
+    revision, expiry) before the decision is recorded. The --as name is recorded as given,
+    not authenticated: whoever can write the store can decide, so protect the store file.
     """
 
     def body() -> int:

@@ -1,8 +1,9 @@
 """WAITING_APPROVAL: a person's decision applies only to the call it was given for.
 
-An approval is pinned to the call's argument digest, the tool revision and the policy
-revision. Any of them changing while it waits refuses the resume before anything runs, so a
-decision is never carried over to a call the person did not see.
+An approval is pinned to the call's argument digest, the tool revision and the policy (its
+revision and the hash of its block; the toolbox applies the rule). Any of them changing while
+it waits refuses the resume before anything runs, so a decision is never carried over to a
+call the person did not see, nor made under a policy it was not requested under.
 """
 
 from __future__ import annotations
@@ -76,18 +77,19 @@ def _revalidate(deps: Deps, call: CallRecord, apr: ApprovalRecord) -> None:
 def _check_pin(deps: Deps, call: CallRecord, apr: ApprovalRecord) -> None:
     """The policy and the tool definition an approval is asked or given for must not change.
 
-    Tool hashes are over the parsed, canonical tool entry, so a re-ordered or re-formatted
-    registry passes; any change to the tool (schema, risk, handler, timeout…) or to the
-    policy revision refuses the resume before anything runs.
+    Tool and policy hashes are over the parsed, canonical entries, so a re-ordered or
+    re-formatted registry passes; any change to the tool (schema, risk, handler, timeout…)
+    or to the policy block (approvers, self-approval, TTL, revision) refuses the resume
+    before anything runs.
     """
     if call.tool_sha256 != apr.tool_sha256:
         raise TamperedStore(
             f"call {call.call_id} and approval {apr.approval_id} name different tool revisions"
         )
-    if apr.policy_revision != deps.toolbox.policy_revision:
+    changed = deps.toolbox.pin_problem(apr.policy_revision, apr.policy_sha256)
+    if changed is not None:
         raise ApprovalError(
-            f"approval {apr.approval_id} was requested under policy {apr.policy_revision}, "
-            f"the registry now has {deps.toolbox.policy_revision}: the call was not run; "
+            f"approval {apr.approval_id} {changed}: the call was not run; "
             "restore the registry, or deny the approval and resume"
         )
     tool = deps.toolbox.lookup(call.name)

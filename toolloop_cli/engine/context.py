@@ -8,7 +8,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolloop_cli.audit.binding import CALL_FIELDS, OP_FIELDS, call_binding_sha256, result_sha256
+from toolloop_cli.audit.binding import (
+    CALL_FIELDS,
+    OP_FIELDS,
+    OP_PINNED_FIELDS,
+    call_binding_sha256,
+    result_sha256,
+)
 from toolloop_cli.audit.request_hash import RequestHasher
 from toolloop_cli.errors import StoreError
 
@@ -131,7 +137,7 @@ def stop(deps: Deps, op: OperationRecord, target: OpState, reason: str) -> Opera
 
 def op_binding(op: OperationRecord) -> dict[str, Any]:
     """The fields of an operation a call binding includes (they never change once started)."""
-    return {name: getattr(op, name) for name in OP_FIELDS}
+    return {name: getattr(op, name) for name in (*OP_FIELDS, *OP_PINNED_FIELDS)}
 
 
 def call_binding_inputs(call: CallRecord) -> dict[str, Any]:

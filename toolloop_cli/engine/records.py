@@ -80,6 +80,8 @@ class OperationRecord(BaseModel):
     created_at: str
     updated_at: str
     deadline_at: str
+    #: ``Policy.policy_sha256`` of the registry it started under (None: made before the pin)
+    policy_sha256: str | None = None
 
 
 class TurnRecord(BaseModel):
@@ -150,3 +152,6 @@ class ApprovalRecord(BaseModel):
     decided_by: str | None = None
     decided_at: str | None = None
     reason: str | None = None
+    #: the canonical hash of the policy it was requested under, whose block the store keeps
+    #: (None: requested before the pin, or under a recording's policy, which has no block)
+    policy_sha256: str | None = None

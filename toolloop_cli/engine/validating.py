@@ -191,8 +191,9 @@ def _request_approval(deps: Deps, op: OperationRecord, call: CallRecord, tool: T
         tool_sha256=tool.sha256,
         requested_at=deps.now_iso(),
         expires_at=iso(later(now, deps.toolbox.approval_ttl_s)),
+        policy_sha256=deps.toolbox.policy_sha256,
     )
-    deps.store.insert_approval(approval)
+    deps.store.insert_approval(approval, deps.toolbox.policy_document)
     call_to(deps, call, C.WAITING_APPROVAL, "approval: always", approval_id=approval.approval_id)
     deps.on_event("approval", {"approval_id": approval.approval_id, "call_id": call.call_id})
 

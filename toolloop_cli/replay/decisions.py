@@ -1,22 +1,26 @@
 """How a replay steps an operation when nobody is there: its clock and its approvals.
 
-A replay has no human. A pending approval is decided, in this order: as the recording's
-``toolloop`` metadata says it was (approved or denied by whom and why, or left to expire);
-else as ``--approve-as SUBJECT``; else, when results come from the recording and it holds this
-call's result, as the subject ``replay`` (nothing runs, so nothing is authorised). Every
-decision is written like a human one, and the transition log says it came from a replay. A
-named subject is checked against the registry's policy when there is a registry; a refusal is
-reported as a divergence and the approval stays pending.
+A replay has no human, and a cassette is not one: what it says was decided authorises
+nothing that runs. With results from the registry's handlers (``live``), a pending approval
+is decided only by ``--approve-as SUBJECT``, the operator's explicit decision, checked like
+``approve`` (a listed approver, not the run's own subject when the policy forbids it, not
+after expiry); without it the replay waits for ``toolloop approve`` like any run. With results
+from the recording (``recorded``, nothing runs), it is decided as the recording's metadata
+says, else as ``--approve-as``, else, for a call whose result the recording holds, as the
+subject ``replay``. A refused decision is reported as a divergence and the approval stays
+pending. Every decision is written like a human one, and the transition log says where it
+came from.
 
 The engine's clock stands still during a replay and moves forward only to moments the
 metadata recorded (approval requests, decisions, expiries), so results that quote a time,
-such as an expiry message, come out as they were recorded.
+such as an expiry message, come out as they were recorded. A recorded expiry is time, not a
+decision: it happens in both modes, and nothing runs because of it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from toolloop_cli.engine import loop
@@ -28,6 +32,7 @@ from toolloop_cli.engine.states import OpState, is_terminal
 from toolloop_cli.errors import ToolloopError
 from toolloop_cli.replay.divergence import Divergence
 from toolloop_cli.store import Store
+from toolloop_cli.tools import policy as policy_rules
 from toolloop_cli.tools.registry import Policy
 
 __all__ = ["REPLAY_SUBJECT", "Decisions", "ReplayClock", "drive"]
@@ -38,22 +43,30 @@ _MAX_STEPS = 100_000
 
 
 class ReplayClock:
-    """The engine's clock in a replay: it stands still and only moves forward, when told."""
+    """The engine's clock in a replay: it stands still and only moves forward, when told.
 
-    def __init__(self, start: datetime) -> None:
+    ``recorded_start`` set: the clock starts at ``start`` instead of the recording's start,
+    and every recorded moment is moved by the same amount (intervals are kept).
+    """
+
+    def __init__(self, start: datetime, recorded_start: datetime | None = None) -> None:
         self.moment = start
+        self.shift = start - recorded_start if recorded_start is not None else timedelta(0)
 
     def now(self) -> datetime:
         return self.moment
 
     def move_to(self, moment: datetime) -> None:
-        self.moment = max(self.moment, moment)
+        """Forward to a moment the recording names (never back)."""
+        self.moment = max(self.moment, moment + self.shift)
 
 
 @dataclass(frozen=True)
 class Decisions:
     """What a replay may decide approvals from."""
 
+    #: "live" (handlers run: only ``approve_as`` decides) or "recorded" (nothing runs)
+    mode: str
     #: call id → the approval the recording's metadata holds for it
     recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
     policy: Policy | None = None
@@ -100,6 +113,7 @@ def _decide_pending(
     store: Store, clock: Clock, decisions: Decisions, op: OperationRecord
 ) -> list[Divergence]:
     refused: list[Divergence] = []
+    nothing_runs = decisions.mode == "recorded"
     for apr in store.approvals(op.operation_id):
         if apr.status != "PENDING":
             continue
@@ -108,19 +122,19 @@ def _decide_pending(
         if status == "EXPIRED":
             _move(clock, recorded.get("expires_at"))
             continue
-        if status in ("APPROVED", "DENIED") and recorded.get("decided_by"):
+        if nothing_runs and status in ("APPROVED", "DENIED") and recorded.get("decided_by"):
             _move(clock, recorded.get("decided_at"))
             why = "replay: the decision recorded in the cassette"
             subject, reason = str(recorded["decided_by"]), recorded.get("reason")
         elif decisions.approve_as:
             status, subject, reason = "APPROVED", decisions.approve_as, None
             why = "replay --approve-as"
-        elif apr.call_id in decisions.recorded_results:
+        elif nothing_runs and apr.call_id in decisions.recorded_results:
             status, subject, reason = "APPROVED", REPLAY_SUBJECT, None
             why = "replay: recorded results, nothing runs"
         else:
             continue
-        problem = _policy_problem(decisions.policy, subject, apr)
+        problem = _policy_problem(decisions, subject, apr, clock.now())
         if problem is not None:
             refused.append(Divergence("approval", None, apr.call_id, "$", subject, None, problem))
             continue
@@ -128,15 +142,25 @@ def _decide_pending(
     return refused
 
 
-def _policy_problem(policy: Policy | None, subject: str, apr: ApprovalRecord) -> str | None:
-    """Why the registry's policy would refuse this subject's decision."""
-    if policy is None or subject == REPLAY_SUBJECT:
+def _policy_problem(
+    decisions: Decisions, subject: str, apr: ApprovalRecord, now: datetime
+) -> str | None:
+    """Why this subject's decision is refused: the rules ``approve`` applies (tools.policy).
+
+    ``replay`` decides only where nothing runs and the recording holds the call's result.
+    """
+    if subject == REPLAY_SUBJECT:
+        if decisions.mode == "recorded" and apr.call_id in decisions.recorded_results:
+            return None
+        return (
+            f"{REPLAY_SUBJECT} is not a person: it decides only with --results recorded, "
+            "for a call whose result the recording holds"
+        )
+    if decisions.policy is None:  # recorded results and no registry: nothing to check against
         return None
-    if subject not in policy.approvers:
-        return f"{subject} may not decide approvals under policy {policy.revision}"
-    if policy.forbid_self_approval and subject == apr.requested_by:
-        return f"{subject} may not approve its own calls under policy {policy.revision}"
-    return None
+    return policy_rules.may_decide(
+        decisions.policy, subject, apr.requested_by
+    ) or policy_rules.expiry_problem(apr.approval_id, apr.expires_at, now)
 
 
 def _decide(

@@ -27,6 +27,7 @@ from toolloop_cli.engine.types import (
     ToolSpec,
 )
 from toolloop_cli.errors import ToolloopError
+from toolloop_cli.tools import policy as policy_rules
 
 from .divergence import (
     RecordedResult,
@@ -87,8 +88,19 @@ class DeclaredTools:
         return self._policy_revision
 
     @property
+    def policy_sha256(self) -> str | None:
+        return None  # a recording names its policy's revision, not its block
+
+    @property
+    def policy_document(self) -> JSONObject | None:
+        return None
+
+    @property
     def approval_ttl_s(self) -> int:
         return self._ttl
+
+    def pin_problem(self, revision: str, sha256: str | None) -> str | None:
+        return policy_rules.pin_problem(revision, sha256, self._policy_revision, None)
 
     def specs(self) -> list[ToolSpec]:
         return self._specs
@@ -147,8 +159,19 @@ class RecordedToolbox:
         return self.policy.policy_revision
 
     @property
+    def policy_sha256(self) -> str | None:
+        return self.policy.policy_sha256
+
+    @property
+    def policy_document(self) -> JSONObject | None:
+        return self.policy.policy_document
+
+    @property
     def approval_ttl_s(self) -> int:
         return self.policy.approval_ttl_s
+
+    def pin_problem(self, revision: str, sha256: str | None) -> str | None:
+        return self.policy.pin_problem(revision, sha256)
 
     def specs(self) -> list[ToolSpec]:
         return self.policy.specs()

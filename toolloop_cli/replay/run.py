@@ -125,7 +125,7 @@ def _replay_one(
     clock: Clock | None,
     on_event: Callable[[str, dict[str, object]], None] | None,
 ) -> ReplayedOperation:
-    engine_clock = clock or ReplayClock(_start_time(plan.meta))
+    engine_clock = clock or _replay_clock(plan, options)
     op = _new_operation(store, plan, index, options, engine_clock)
     deps = plan_deps(store, op, plan, engine_clock, on_event, None)
     with store.transaction():
@@ -180,14 +180,27 @@ def _storable(divergence: JSONObject) -> JSONObject:
     return divergence
 
 
-def _start_time(meta: dict[str, Any]) -> datetime:
+def _replay_clock(plan: Plan, options: ReplayOptions) -> ReplayClock:
+    """The recording's time, so results quoting a time come out as recorded; but a live
+    replay whose approvals are left to a person runs at today's date (intervals kept), so
+    that person can still decide them with ``toolloop approve`` before they expire."""
+    now = SystemClock().now()
+    recorded = _recorded_start(plan.meta)
+    if recorded is None:
+        return ReplayClock(now)
+    if plan.mode == "live" and not options.approve_as:
+        return ReplayClock(now, recorded_start=recorded)
+    return ReplayClock(recorded)
+
+
+def _recorded_start(meta: dict[str, Any]) -> datetime | None:
     created = meta.get("created_at")
     if isinstance(created, str):
         try:
             return parse_iso(created)
         except ValueError:
             pass
-    return SystemClock().now()
+    return None
 
 
 def _new_operation(
@@ -207,7 +220,7 @@ def _new_operation(
     adapter = make_adapter(provider, api_family)
     op_id = new_operation_id()
     now = clock.now()
-    guards = _guards(meta, plan.registry)
+    guards = _guards(meta, plan.registry, plan.mode)
     toolbox = policy_toolbox(plan, store.data_dir, clock)
     source: JSONObject = {
         "replay": str(Path(plan.cassette.path).resolve()),
@@ -236,6 +249,7 @@ def _new_operation(
         registry_path=str(registry.path.resolve()) if registry else source["replay"],
         registry_sha256=toolbox.registry_sha256,
         policy_revision=toolbox.policy_revision,
+        policy_sha256=toolbox.policy_sha256,
         settings=settings.model_dump(exclude_none=True),
         source=source,
         guards=guards,
@@ -261,20 +275,45 @@ def _settings(
     return ModelSettings(**shown)
 
 
-def _guards(meta: dict[str, Any], registry: Registry | None) -> Guards:
-    """The recording's guards (they decide NO_PROGRESS and budgets), else the defaults."""
-    recorded = meta.get("guards")
-    if isinstance(recorded, dict):
-        known = {k: v for k, v in recorded.items() if k in Guards.model_fields}
-        try:
-            return Guards.model_validate(known)
-        except ValueError as exc:
-            raise TranscriptError(f"the recording's toolloop.guards are invalid: {exc}") from None
-    if registry is not None:
-        from toolloop_cli.wiring import build_guards
+def _guards(meta: dict[str, Any], registry: Registry | None, mode: str) -> Guards:
+    """The recording's guards (they decide NO_PROGRESS and budgets), else the defaults.
 
-        return build_guards(registry, {})
-    return Guards()
+    When handlers run (``live``) the recording may only tighten the registry's defaults:
+    each guard is the stricter of the two, so a cassette never widens what runs.
+    """
+    recorded = _recorded_guards(meta)
+    if registry is None:
+        return recorded or Guards()
+    from toolloop_cli.wiring import build_guards
+
+    defaults = build_guards(registry, {})
+    if recorded is None:
+        return defaults
+    return recorded if mode == "recorded" else stricter(defaults, recorded)
+
+
+def _recorded_guards(meta: dict[str, Any]) -> Guards | None:
+    recorded = meta.get("guards")
+    if not isinstance(recorded, dict):
+        return None
+    known = {k: v for k, v in recorded.items() if k in Guards.model_fields}
+    try:
+        return Guards.model_validate(known)
+    except ValueError as exc:
+        raise TranscriptError(f"the recording's toolloop.guards are invalid: {exc}") from None
+
+
+def stricter(a: Guards, b: Guards) -> Guards:
+    """Each guard at its stricter value: the lower limit (None is no limit), per tool too."""
+    values: dict[str, Any] = {}
+    for name in Guards.model_fields:
+        x, y = getattr(a, name), getattr(b, name)
+        if isinstance(x, dict):
+            both = sorted({*x, *y})
+            values[name] = {t: min(x.get(t, y.get(t)), y.get(t, x.get(t))) for t in both}
+        else:
+            values[name] = x if y is None else y if x is None else min(x, y)
+    return Guards.model_validate(values)
 
 
 def _decisions(plan: Plan, options: ReplayOptions) -> Decisions:
@@ -284,6 +323,7 @@ def _decisions(plan: Plan, options: ReplayOptions) -> Decisions:
         adapter = make_adapter(*plan.conversation.api)
         answered = set(recorded_results(adapter, plan.conversation))
     return Decisions(
+        mode=plan.mode,
         recorded=recorded,
         policy=plan.registry.policy if plan.registry is not None else None,
         approve_as=options.approve_as,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from toolloop_cli.engine.clock import SystemClock, iso, parse_iso
+from toolloop_cli.engine.clock import SystemClock, iso
 from toolloop_cli.engine.ports import Clock
 from toolloop_cli.engine.records import ApprovalRecord
-from toolloop_cli.errors import AlreadyDecided, ApprovalError, OperationNotFound
+from toolloop_cli.errors import AlreadyDecided, ApprovalError, OperationNotFound, TamperedStore
 from toolloop_cli.store import Store
+from toolloop_cli.tools import policy as policy_rules
+from toolloop_cli.tools.registry import Policy
 from toolloop_cli.wiring import cached_registry, failpoints
 
 __all__ = ["approve"]
@@ -26,9 +28,9 @@ def approve(
 ) -> ApprovalRecord:
     """Record one human decision. The first decision stands; nothing runs until ``resume``.
 
-    Every refused decision (wrong approver, self-approval, expired, already decided, another
-    tenant's approval) is written to the transition log as ``approval_refused``, in its own
-    transaction, before the error is raised.
+    Every refused decision (wrong approver, self-approval, expired, already decided, a policy
+    changed since the request, another tenant's approval) is written to the transition log
+    as ``approval_refused``, in its own transaction, before the error is raised.
     """
     clock = clock or SystemClock()
     now = clock.now()
@@ -55,30 +57,54 @@ def approve(
 def _check_decision(
     store: Store, apr: ApprovalRecord, subject: str, deny: bool, now: datetime
 ) -> None:
-    """Why ``subject`` may not decide ``apr`` now (an ``ApprovalError``), or nothing."""
-    op = store.get_operation(apr.operation_id)
-    policy = cached_registry(op.registry_path).policy
-    if subject not in policy.approvers:
-        allowed = ", ".join(policy.approvers) or "nobody"
-        raise ApprovalError(
-            f"{subject} may not decide approvals under policy {policy.revision} "
-            f"(approvers: {allowed})"
+    """Why ``subject`` may not decide ``apr`` now (an ``ApprovalError``), or nothing.
+
+    The decision is made against the policy the approval was requested under (its pinned
+    block). Approving also needs the registry's current policy to be that one: a policy
+    changed since, with or without a new revision, could not run the call. A denial runs
+    nothing, so it stays possible under a changed (or unreadable) registry. An approval
+    stored before the hash was pinned is decided against the current policy, as before.
+    """
+    current: Policy | None = None
+    if not deny and apr.status == "PENDING":
+        current = _current(store, apr)
+        changed = policy_rules.pin_problem(
+            apr.policy_revision, apr.policy_sha256, current.revision, current.policy_sha256
         )
-    if policy.forbid_self_approval and subject == apr.requested_by:
-        raise ApprovalError(
-            f"{subject} started operation {apr.operation_id} and may not approve its own calls "
-            f"(policy {policy.revision} forbids self-approval)"
-        )
+        if changed is not None:
+            raise ApprovalError(
+                f"approval {apr.approval_id} {changed}: nothing was decided; restore the "
+                "registry, or deny the approval"
+            )
+    policy = _pinned(store, apr) or current or _current(store, apr)
+    refused = policy_rules.may_decide(policy, subject, apr.requested_by)
+    if refused is not None:
+        raise ApprovalError(refused)
     if apr.status != "PENDING":
         raise AlreadyDecided(
             f"approval {apr.approval_id} is already {apr.status}"
             + (f" by {apr.decided_by}" if apr.decided_by else "")
         )
-    if not deny and now >= parse_iso(apr.expires_at):
+    expired = policy_rules.expiry_problem(apr.approval_id, apr.expires_at, now)
+    if expired is not None:
         raise ApprovalError(
-            f"approval {apr.approval_id} expired at {apr.expires_at}; resume the operation to "
-            "tell the model, which may propose the call again"
+            f"{expired}; resume the operation to tell the model, which may propose the call again"
         )
+
+
+def _current(store: Store, apr: ApprovalRecord) -> Policy:
+    """The policy of the operation's registry file as it is now."""
+    return cached_registry(store.get_operation(apr.operation_id).registry_path).policy
+
+
+def _pinned(store: Store, apr: ApprovalRecord) -> Policy | None:
+    """The policy ``apr`` was requested under; None for an approval stored before the pin."""
+    if apr.policy_sha256 is None:
+        return None
+    try:
+        return policy_rules.policy_from_document(store.pinned_policy(apr.policy_sha256))
+    except ValueError as exc:
+        raise TamperedStore(f"approval {apr.approval_id}: its pinned policy is {exc}") from None
 
 
 def _log_refusal(store: Store, apr: ApprovalRecord, why: str, at: str) -> None:

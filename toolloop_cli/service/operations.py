@@ -24,6 +24,7 @@ from toolloop_cli.errors import (
     UsageError,
 )
 from toolloop_cli.store import Store, lease
+from toolloop_cli.tools import policy as policy_rules
 from toolloop_cli.tools.registry import Registry
 from toolloop_cli.transcripts.cassette import scrub_uri
 from toolloop_cli.wiring import (
@@ -162,6 +163,7 @@ def _new_operation(
         registry_path=str(registry.path.resolve()),
         registry_sha256=registry.sha256,
         policy_revision=registry.policy.revision,
+        policy_sha256=registry.policy.policy_sha256,
         settings=settings.model_dump(exclude_none=True),
         source=source,
         guards=guards,
@@ -250,14 +252,30 @@ def resume(
 
 
 def _check_operator(op: OperationRecord, decided_by: str | None) -> None:
+    """A forced continue is decided under the policy the operation continues under.
+
+    That is the registry's current policy; a block edited under the operation's own
+    revision (``policy_sha256`` differs, the revision does not) is refused, as for approvals.
+    """
     if not decided_by:
         raise UsageError("--force-continue is an operator's decision: say who with --as SUBJECT")
     policy = cached_registry(op.registry_path).policy
-    if decided_by not in policy.approvers:
-        raise ApprovalError(
-            f"{decided_by} may not continue escalated operations under policy "
-            f"{policy.revision} (approvers: {', '.join(policy.approvers) or 'nobody'})"
+    if op.policy_revision == policy.revision:
+        changed = policy_rules.pin_problem(
+            op.policy_revision,
+            op.policy_sha256,
+            policy.revision,
+            policy.policy_sha256,
+            pinned="started",
         )
+        if changed is not None:
+            raise ApprovalError(
+                f"operation {op.operation_id} {changed}: nothing was run; restore the "
+                "registry (a changed policy needs a new revision)"
+            )
+    refused = policy_rules.may_force_continue(policy, decided_by)
+    if refused is not None:
+        raise ApprovalError(refused)
 
 
 def _refuse_terminal(

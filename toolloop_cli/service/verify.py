@@ -4,7 +4,8 @@ Besides what ``audit.verify`` checks from rows alone, this layer rebuilds every 
 request from the stored conversation items, the declared tools and the settings (through
 the operation's adapter) and hashes it again, and reports registry drift: a call that is
 still to run, or an approval still to be used, whose tool or policy is no longer what the
-registry file says. It reads only; it never repairs anything, and it never imports or runs
+registry file says (for an approval: its pinned policy revision and, when pinned, the hash
+of the policy block). It reads only; it never repairs anything, and it never imports or runs
 anything a store names: registries are parsed without importing their handlers, and the CLI
 opens the store read-only (``open_store(..., read_only=True)``).
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.audit.mismatch import Mismatch
@@ -25,6 +26,9 @@ from toolloop_cli.engine.states import TERMINAL
 from toolloop_cli.engine.types import ModelSettings, ToolSpec
 from toolloop_cli.errors import OperationNotFound, StoreError, ToolloopError
 from toolloop_cli.store import Store
+
+if TYPE_CHECKING:
+    from toolloop_cli.tools.registry import Policy
 
 __all__ = ["read_rows", "registry_drift", "verify_store"]
 
@@ -153,18 +157,19 @@ def registry_drift(rows: StoreRows, operation_id: str | None = None) -> list[Mis
             if current != call["tool_sha256"]:
                 found.append(_drift(op, call, path, "tool_sha256", call["tool_sha256"], current))
             apr = approvals.get(call["approval_id"])
-            if apr is not None and apr["policy_revision"] != registry.policy.revision:
-                found.append(
-                    _drift(
-                        op,
-                        call,
-                        path,
-                        "policy_revision",
-                        apr["policy_revision"],
-                        registry.policy.revision,
-                    )
-                )
+            if apr is not None:
+                found += _policy_drift(op, call, apr, path, registry.policy)
     return found
+
+
+def _policy_drift(op: Row, call: Row, apr: Row, path: str, policy: Policy) -> list[Mismatch]:
+    """The approval's pinned policy against the file's: its revision, else its block's hash."""
+    if apr["policy_revision"] != policy.revision:
+        return [_drift(op, call, path, "policy_revision", apr["policy_revision"], policy.revision)]
+    pinned = apr.get("policy_sha256")
+    if pinned is not None and pinned != policy.policy_sha256:
+        return [_drift(op, call, path, "policy_sha256", pinned, policy.policy_sha256)]
+    return []
 
 
 def _drift(

@@ -61,6 +61,7 @@ def operation_view(store: Store, operation_id: str, tenant: str | None = None) -
             "decided_at": a.decided_at,
             "reason": a.reason,
             "policy_revision": a.policy_revision,
+            "policy_sha256": a.policy_sha256,
             "arguments_sha256": a.arguments_sha256,
         }
         for a in store.approvals(operation_id)
@@ -89,6 +90,7 @@ def summary(op: OperationRecord) -> dict[str, Any]:
             "path": op.registry_path,
             "sha256": op.registry_sha256,
             "policy_revision": op.policy_revision,
+            "policy_sha256": op.policy_sha256,
         },
         "guards": op.guards.model_dump(),
         "counters": op.counters.model_dump(),

@@ -243,6 +243,15 @@ def _report_views(db: Database) -> None:
         db.execute(f"CREATE VIEW {name} AS {select.strip()}")
 
 
+@migrations(name="policy_pin")
+def _policy_pin(db: Database) -> None:
+    """Approvals (and operations) pin the canonical hash of their policy block, which the
+    blobs table keeps, so a decision is made against the policy it was requested under.
+    Rows written before have none (NULL): they are checked by policy revision only."""
+    db.execute("ALTER TABLE approvals ADD COLUMN policy_sha256 TEXT")
+    db.execute("ALTER TABLE operations ADD COLUMN policy_sha256 TEXT")
+
+
 def apply(db: Database) -> None:
     """Bring a store up to the current schema (each step in its own transaction)."""
     migrations.apply(db)

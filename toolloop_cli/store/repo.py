@@ -35,7 +35,7 @@ from toolloop_cli.engine.types import (
     TurnOutcome,
     Usage,
 )
-from toolloop_cli.errors import AlreadyDecided, OperationNotFound, StoreError
+from toolloop_cli.errors import AlreadyDecided, OperationNotFound, StoreError, TamperedStore
 
 from .rows import (
     APR_COLUMNS,
@@ -388,11 +388,31 @@ class Store:
 
     # -- approvals ------------------------------------------------------------------------------
 
-    def insert_approval(self, apr: ApprovalRecord) -> None:
+    def insert_approval(self, apr: ApprovalRecord, policy: JSONObject | None = None) -> None:
+        """Record an approval request; ``policy`` is the block its ``policy_sha256`` pins."""
+        if apr.policy_sha256 is not None:
+            self._pin_policy(apr.policy_sha256, policy)
         values = [getattr(apr, c.strip()) for c in APR_COLUMNS.split(",")]
         marks = ", ".join("?" for _ in values)
         self.conn.execute(f"INSERT INTO approvals ({APR_COLUMNS}) VALUES ({marks})", values)
         self.audit("approval", apr.model_dump())
+
+    def _pin_policy(self, digest: str, policy: JSONObject | None) -> None:
+        body = None if policy is None else canonical_text(policy)
+        if body is None or sha256_hex(body.encode("utf-8")) != digest:
+            raise StoreError(f"the policy given for pin {digest} does not hash to it")
+        sql = "INSERT OR IGNORE INTO blobs (sha256, body) VALUES (?, ?)"
+        self.conn.execute(sql, (digest, body))
+
+    def pinned_policy(self, digest: str) -> JSONObject:
+        """The policy block an approval pinned, checked against its hash."""
+        row = self.conn.execute("SELECT body FROM blobs WHERE sha256 = ?", (digest,)).fetchone()
+        body = None if row is None else row[0]
+        data = body.encode("utf-8") if isinstance(body, str) else None
+        if data is None or sha256_hex(data) != digest:
+            raise TamperedStore(f"the policy pinned as {digest} is missing or altered in the store")
+        document: JSONObject = json.loads(data)
+        return document
 
     def get_approval(self, approval_id: str, tenant: str | None = None) -> ApprovalRecord:
         cur = self.conn.execute(

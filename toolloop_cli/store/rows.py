@@ -23,7 +23,7 @@ OP_COLUMNS = (
     "operation_id, state, task, provider, api_family, model, transport, adapter_revision, "
     "tenant, subject, registry_name, registry_revision, registry_path, registry_sha256, "
     "policy_revision, settings_json, source_json, guards_json, counters_json, current_turn, "
-    "final_text, reason, created_at, updated_at, deadline_at"
+    "final_text, reason, created_at, updated_at, deadline_at, policy_sha256"
 )
 
 
@@ -50,7 +50,7 @@ CALL_NAMES = tuple(c.strip() for c in CALL_COLUMNS.split(","))
 APR_COLUMNS = (
     "approval_id, operation_id, response_id, call_id, tool, tenant, requested_by, status,"
     " arguments_sha256, policy_revision, tool_sha256, requested_at, expires_at, decided_by,"
-    " decided_at, reason"
+    " decided_at, reason, policy_sha256"
 )
 APR_NAMES = tuple(c.strip() for c in APR_COLUMNS.split(","))
 
@@ -82,6 +82,7 @@ def op_row(op: OperationRecord) -> tuple[Any, ...]:
         op.created_at,
         op.updated_at,
         op.deadline_at,
+        op.policy_sha256,
     )
 
 
@@ -112,6 +113,7 @@ def op_from_row(r: Sequence[Any]) -> OperationRecord:
         created_at=r[22],
         updated_at=r[23],
         deadline_at=r[24],
+        policy_sha256=r[25],
     )
 
 

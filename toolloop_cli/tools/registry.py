@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -66,6 +66,12 @@ class Policy:
     approvers: tuple[str, ...]
     approval_ttl_s: int
     forbid_self_approval: bool
+
+    @property
+    def policy_sha256(self) -> str:
+        """Hash of the canonical policy block (every field, defaults filled in): what an
+        approval pins, so an edit without a revision bump is seen (tools/policy.py)."""
+        return sha256_of(asdict(self))
 
 
 @dataclass(frozen=True)

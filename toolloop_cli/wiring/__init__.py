@@ -21,6 +21,7 @@ from toolloop_cli.engine.records import Guards, OperationRecord
 from toolloop_cli.engine.types import CallContext, JSONObject, ToolExecution, ToolInfo, ToolSpec
 from toolloop_cli.errors import RegistryError, UsageError
 from toolloop_cli.store import Store
+from toolloop_cli.tools import policy as policy_rules
 from toolloop_cli.tools.context import ToolContext
 from toolloop_cli.tools.dispatcher import execute as run_handler, reconcile as run_reconcile
 from toolloop_cli.tools.registry import Registry, ToolDef, load_registry
@@ -88,8 +89,20 @@ class RegistryToolbox:
         return self.registry.policy.revision
 
     @property
+    def policy_sha256(self) -> str | None:
+        return self.registry.policy.policy_sha256
+
+    @property
+    def policy_document(self) -> JSONObject | None:
+        return policy_rules.policy_document(self.registry.policy)
+
+    @property
     def approval_ttl_s(self) -> int:
         return self.registry.policy.approval_ttl_s
+
+    def pin_problem(self, revision: str, sha256: str | None) -> str | None:
+        policy = self.registry.policy
+        return policy_rules.pin_problem(revision, sha256, policy.revision, policy.policy_sha256)
 
     def specs(self) -> list[ToolSpec]:
         return self._specs

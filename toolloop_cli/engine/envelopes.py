@@ -58,3 +58,11 @@ def expired(expires_at: str) -> JSONObject:
 
 def not_executed(reason: str) -> JSONObject:
     return error("not_executed", f"the call was not run: {reason}")
+
+
+def duplicate_call_id(call_id: str, turn: int) -> JSONObject:
+    return error(
+        "duplicate_call_id",
+        f"call id {call_id!r} was already used in turn {turn}; a call id names one call, "
+        "so this call was not run",
+    )

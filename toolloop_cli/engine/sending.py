@@ -41,7 +41,8 @@ def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
         f"the audit log holds another binding for call {c.call_id}"
         for c in calls
         if c.call_binding_sha256 is not None
-        and deps.store.audited_binding(c.operation_id, c.call_id) != c.call_binding_sha256
+        and deps.store.audited_binding(c.operation_id, c.response_id, c.call_id)
+        != c.call_binding_sha256
     ]
     if problems:
         with deps.store.transaction():

@@ -1,4 +1,5 @@
-"""Security review 2026-12-03, L7 and the call-id half of H1: one call id names one call.
+"""Security review 2026-12-03, M4, L7 and the call-id half of H1: one call id names one call,
+and an intent whose outcome is unknown is never attempted again.
 
 Each test runs the real engine (the scripted model, or the Gemini generateContent adapter
 over a local transport) against real registries and handlers in a temporary folder.
@@ -7,6 +8,7 @@ over a local transport) against real registries and handlers in a temporary fold
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,35 @@ from toolloop_cli.engine.types import HttpRequest, HttpResponse
 from toolloop_cli.examples.refunds import ledger_refunds
 from toolloop_cli.store import Store, open_store
 from toolloop_cli.verification import verify_store
+
+HANDLER = """
+import time
+def send(arguments, context):
+    with open(context.data_dir / "effects.log", "a") as f:
+        f.write(f"{arguments['msg']} {context.idempotency_key} {context.call_id}\\n")
+    time.sleep(0.6)  # the effect happened; the handler overruns its 200 ms timeout
+    return {"sent": True}
+"""
+
+REGISTRY_TEXT = """
+registry: unk
+revision: "1"
+policy: {{revision: p1, approvers: [ops-lead]}}
+tools:
+  send_payment:
+    schema_version: v1
+    description: send a payment
+    risk: write
+    timeout_ms: 200
+    handler: "m4_sendmod:send"
+    approval: {approval}
+    idempotency: {{key_fields: [msg]}}
+    parameters:
+      type: object
+      properties: {{msg: {{type: string}}}}
+      required: [msg]
+      additionalProperties: false
+"""
 
 
 def answer(response_id: str, *calls: dict[str, Any]) -> dict[str, Any]:
@@ -42,6 +73,44 @@ def scripted(registry: Path) -> operations.RunOptions:
     return operations.RunOptions(
         task="t", registry=registry, provider="scripted", model="scripted-model"
     )
+
+
+# -- M4 -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("approval", ["never", "always"])
+def test_a_reproposed_intent_whose_outcome_is_unknown_is_not_attempted_again(
+    store: Store, tmp_path: Path, approval: str
+) -> None:
+    """After --force-continue, the same intent under a new call id answers outcome_unknown."""
+    (tmp_path / "m4_sendmod.py").write_text(HANDLER)
+    registry = tmp_path / "reg.yaml"
+    registry.write_text(REGISTRY_TEXT.format(approval=approval))
+    first = [answer("resp_u0", call("send_payment", {"msg": "pay-100"}, "call_1"))]
+    started = operations.start(store, scripted(registry), transport=ScriptedTransport(first))
+    op_id = started.operation.operation_id
+    if approval == "always":
+        (apr,) = store.approvals(op_id)
+        operations.approve(store, apr.approval_id, "ops-lead")
+        started = operations.resume(store, op_id, transport=ScriptedTransport([]))
+    assert started.target is OpState.ESCALATED  # call_1: UNKNOWN_OUTCOME, no reconcile handler
+    again = ScriptedTransport(
+        [answer("resp_u1", call("send_payment", {"msg": "pay-100"}, "call_2")), final("done")]
+    )
+    result = operations.resume(
+        store, op_id, force_continue=True, decided_by="ops-lead", transport=again
+    )
+    time.sleep(0.8)  # every abandoned handler has finished before the effects are counted
+    assert result.target is OpState.COMPLETED, result.operation.reason
+    effects = (tmp_path / "effects.log").read_text().splitlines()
+    assert len(effects) == 1 and effects[0].endswith(" call_1")  # one attempt at the intent
+    first_call, second = store.calls(op_id)
+    assert (first_call.state, second.state) == (CallState.FAILED, CallState.DUPLICATE)
+    assert second.idempotency_key == first_call.idempotency_key
+    assert second.model_result == {**(first_call.model_result or {}), "duplicate_of": "call_1"}
+    assert second.model_result["error"]["code"] == "outcome_unknown"
+    assert len(store.approvals(op_id)) == (1 if approval == "always" else 0)  # nobody re-asked
+    verified(store)
 
 
 # -- L7 -------------------------------------------------------------------------------------

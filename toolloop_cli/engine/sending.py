@@ -6,11 +6,13 @@ result is recomputed from the committed call and operation before it is sent (do
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from toolloop_cli.audit.binding import check_result_set
 
 from . import envelopes
 from .context import Deps, call_binding_inputs, op_binding, transition, turn_calls
-from .records import OperationRecord
+from .records import CallRecord, OperationRecord
 from .states import CALL_HAS_RESULT, OpState
 from .types import ResultForModel
 
@@ -25,17 +27,7 @@ def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
     failure needs a person, not a retry (docs/audit.md).
     """
     calls = turn_calls(deps, op)
-    results = [
-        ResultForModel(
-            response_id=call.response_id,
-            call_id=call.call_id,
-            name=call.name,
-            is_error=envelopes.is_error(call.model_result),
-            content=call.model_result,
-        )
-        for call in calls
-        if call.state in CALL_HAS_RESULT and call.model_result is not None
-    ]
+    results = results_for_model(calls)
     problems = check_result_set(op_binding(op), [call_binding_inputs(c) for c in calls], results)
     problems += [
         f"the audit log holds another binding for call {c.call_id}"
@@ -52,3 +44,18 @@ def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
     with deps.store.transaction():
         deps.store.append_items(op.operation_id, items)
         return transition(deps, op, OpState.MODEL_REQUESTED, f"{len(calls)} result(s) sent back")
+
+
+def results_for_model(calls: Sequence[CallRecord]) -> list[ResultForModel]:
+    """The results a turn's calls send back, in call order (``verify`` rebuilds them too)."""
+    return [
+        ResultForModel(
+            response_id=call.response_id,
+            call_id=call.call_id,
+            name=call.name,
+            is_error=envelopes.is_error(call.model_result),
+            content=call.model_result,
+        )
+        for call in calls
+        if call.state in CALL_HAS_RESULT and call.model_result is not None
+    ]

@@ -5,7 +5,8 @@ times, best of R runs:
 
 - ``verify_store``: read every row, walk the chain, compare rows, recompute every hash and
   rebuild every request through the adapter (what ``toolloop verify`` does);
-- ``audit.verify`` on rows already in memory, without request rebuilding;
+- ``audit.verify`` on rows already in memory, without request rebuilding, then with the
+  store's history rules (each record checked against the previous one of its row);
 - the chain walk alone;
 - ``hashlib.sha256`` over the same record bytes (the floor: one hash per record);
 - ``seal`` of every record (what the engine pays per append, hashing only).
@@ -30,6 +31,7 @@ from toolloop_cli.audit.verify import verify
 from toolloop_cli.service import approvals, operations
 from toolloop_cli.service.verify import read_rows, verify_store
 from toolloop_cli.store import open_store
+from toolloop_cli.store.audit_rules import HISTORY_RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 REGISTRY = ROOT / "registries" / "refunds.yaml"
@@ -87,6 +89,7 @@ def main() -> None:
         cases: list[tuple[str, Callable[[], object]]] = [
             ("verify_store (toolloop verify)", lambda: verify_store(store)),
             ("audit.verify, rows in memory", lambda: verify(rows)),
+            ("audit.verify + history rules", lambda: verify(rows, rules=HISTORY_RULES)),
             ("chain walk only", lambda: walk(rows.audit_log)),
             ("hashlib.sha256 over the records", lambda: [hashlib.sha256(d).digest() for d in data]),
             (

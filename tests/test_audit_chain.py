@@ -125,6 +125,15 @@ def forge_result(path: Path, operation_id: str) -> str:
     return str(call["call_id"])
 
 
+def _call_key(path: Path, operation_id: str, call_id: str) -> str:
+    with sqlite3.connect(path) as conn:
+        (response,) = conn.execute(
+            "SELECT response_id FROM calls WHERE operation_id = ? AND call_id = ?",
+            (operation_id, call_id),
+        ).fetchone()
+    return f"{operation_id}/{response}/{call_id}"
+
+
 def rehash_record(path: Path, operation_id: str, call_id: str) -> int:
     """The attacker recomputes the forged record's own hash; returns its seq."""
     with sqlite3.connect(path) as conn:
@@ -174,9 +183,16 @@ def test_recomputing_the_record_hash_too_is_caught_by_the_link(
     store_path: Path, two_ops: tuple[str, str]
 ) -> None:
     first, _ = two_ops
-    seq = rehash_record(store_path, first, forge_result(store_path, first))
+    call_id = forge_result(store_path, first)
+    seq = rehash_record(store_path, first, call_id)
     report = check(store_path)
-    assert [(m.key, m.field) for m in report.mismatches] == [(f"seq {seq}", "chain_sha256")]
+    # besides the link, only the conversation tells: it still carries the result that was sent
+    assert sorted((m.key, m.field) for m in report.mismatches) == sorted(
+        [
+            (f"seq {seq}", "chain_sha256"),
+            (_call_key(store_path, first, call_id), "model_result_json"),
+        ]
+    )
 
 
 def test_recomputing_that_link_too_is_caught_by_the_next_one(
@@ -203,9 +219,12 @@ def test_a_rewritten_chain_is_caught_only_against_a_head_kept_elsewhere(
     kept = head(store_path)
     seq = rehash_record(store_path, first, forge_result(store_path, first))
     rechain(store_path, seq)
-    assert check(store_path).ok  # the documented limit of an unkeyed chain
+    # the chain is consistent again: only the result the model was sent tells (a rewrite of
+    # the conversation and the requests too is the documented limit of an unkeyed chain:
+    # tests/security/test_audit_history.py)
+    assert fields(check(store_path)) == {("calls", "model_result_json")}
     report = check(store_path, expect_head=kept)
-    assert fields(report) == {("audit_log", "chain_sha256")}
+    assert fields(report) == {("audit_log", "chain_sha256"), ("calls", "model_result_json")}
 
 
 def test_a_cut_off_tail_is_caught_with_expect_head(

@@ -16,6 +16,7 @@ from toolloop_cli.store.rows import CALL_COLUMNS
 LOOKUPS = {
     "calls_with_intent": ("name = ? AND arguments_sha256 = ?", "calls_intent"),
     "calls_with_key": ("idempotency_key = ?", "calls_key"),
+    "calls_with_id": ("call_id = ?", "calls_id"),
 }
 
 

@@ -37,19 +37,17 @@ def test_a_replay_keeps_its_divergences_on_the_audited_operation(tmp_path: Path)
     )
     assert result.exit_code == 17
     out = json_of(result)
-    kept = open_store(store_path).get_operation(out["operation_id"]).source["divergence_check"]
+    kept = open_store(store_path).get_operation(out["operation_id"]).divergence_check
     printed = [{k: v for k, v in d.items() if k != "operation_id"} for d in out["divergences"]]
     assert kept == {"requests": 4, "divergences": printed}
     assert toolloop(store_path, "verify").exit_code == 0
     with closing(sqlite3.connect(store_path)) as conn:  # dropping the finding is detected
-        conn.execute(
-            "UPDATE operations SET source_json = json_remove(source_json, '$.divergence_check')"
-        )
+        conn.execute("UPDATE operations SET divergence_json = NULL")
         conn.commit()
     tampered = toolloop(store_path, "verify", "--json")
     assert tampered.exit_code == 20
     fields = {(m["table"], m["field"]) for m in json_of(tampered)["mismatches"]}
-    assert ("operations", "source_json") in fields
+    assert ("operations", "divergence_json") in fields
 
 
 def test_a_recorded_value_without_canonical_form_is_kept_as_its_text(tmp_path: Path) -> None:
@@ -61,7 +59,9 @@ def test_a_recorded_value_without_canonical_form_is_kept_as_its_text(tmp_path: P
     cassette.write_text(text.replace(needle, '\\"amount_cents\\":NaN,\\"currency\\"'))
     store_path = tmp_path / "store.db"
     op_id = replay(store_path, cassette)
-    (kept,) = open_store(store_path).get_operation(op_id).source["divergence_check"]["divergences"]
+    check = open_store(store_path).get_operation(op_id).divergence_check
+    assert check is not None
+    (kept,) = check["divergences"]
     assert (kept["kind"], kept["path"]) == ("result", "$.result.amount_cents")
     assert (kept["recorded"], kept["replayed"]) == ("NaN", 4999)
     data = report_data(open_store(store_path), op_id)
@@ -76,9 +76,7 @@ def test_a_replay_without_divergence_and_one_from_before_they_were_kept(tmp_path
     assert data["replay"] is not None and data["replay"]["divergences"] == []
     assert data["diff"] is None
     with closing(sqlite3.connect(store_path)) as conn:  # as a replay made before this change
-        conn.execute(
-            "UPDATE operations SET source_json = json_remove(source_json, '$.divergence_check')"
-        )
+        conn.execute("UPDATE operations SET divergence_json = NULL")
         conn.commit()
     assert report_data(open_store(store_path), op_id)["replay"]["divergences"] is None
 

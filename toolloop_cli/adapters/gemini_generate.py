@@ -265,5 +265,10 @@ def _function_call(index: int, call: Any, ordinal: int, response_id: str | None)
     raw = dumps_arguments(args)
     arguments, error = parse_arguments(raw)
     return ProposedCall(
-        call_id=call_id, name=name, raw_arguments=raw, arguments=arguments, argument_error=error
+        call_id=call_id,
+        name=name,
+        raw_arguments=raw,
+        arguments=arguments,
+        argument_error=error,
+        id_synthesised=given_id is None,
     )

@@ -6,9 +6,13 @@ naming the operation, call, table, row and field. What it checks (docs/audit.md)
 
 1. the chain: each record's hash, each link, sequence numbers without gaps, and the head
    against ``expect_head`` when given (a cut-off tail is otherwise invisible);
-2. every audited row against the latest record of that row (every column);
-3. the hashes derived from stored inputs: arguments, results and call bindings, response
-   bodies, blobs, approval digests, and (through ``request_sha``) the rebuilt requests.
+2. with ``rules``, each record against the previous record of the same row: a legal next
+   write, or a rewrite (``history``), so superseding records appended at the tail are found;
+3. every audited row against the latest record of that row (every column);
+4. the hashes derived from stored inputs: arguments, results and call bindings, response
+   bodies, blobs, approval digests, and (through ``request_sha``) the rebuilt requests;
+5. with ``results``, each call's stored result against the conversation items that
+   carried it to the model (``sent``).
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from typing import Any
 
 from .chain import Head, walk
 from .hashing import KINDS, Kind, key_text
+from .history import History, Rules
 from .mismatch import Mismatch
 from .recompute import recompute
 from .rows import RequestCheck, Row, StoreRows
+from .sent import ResultsCheck, results_sent
 
-__all__ = ["Report", "verify"]
+__all__ = ["Report", "ResultsCheck", "verify"]
 
 #: Columns kept out of audit records (each is bound by a hash column instead).
 UNRECORDED = {"turns": frozenset({"response_body"})}
@@ -49,15 +55,23 @@ def verify(
     operation_id: str | None = None,
     expect_head: str | None = None,
     request_sha: RequestCheck | None = None,
+    rules: Rules | None = None,
+    results: ResultsCheck | None = None,
 ) -> Report:
-    """Check ``rows``; with ``operation_id`` only that operation's rows (the chain is global)."""
+    """Check ``rows``; with ``operation_id`` only that operation's rows (the chain is global).
+
+    ``rules`` say how each record kind may follow the previous record of its row (the
+    store's are ``toolloop_cli.store.audit_rules.HISTORY_RULES``); without them rows are
+    only compared with their latest record. ``results`` rebuilds what a turn's results were
+    sent as; without it they are not compared with the conversation.
+    """
     chain = walk(rows.audit_log)
     found = list(chain.mismatches)
-    latest: dict[tuple[str, tuple[Any, ...]], dict[str, Any]] = {}
-    for record in chain.records:
-        key = record.get("key")
-        if record.get("kind") in KINDS and isinstance(key, list):
-            latest[(str(record["kind"]), _hashable(key))] = record
+    history = History(rules)
+    for record in chain.records:  # in seq order: one pass, the last record per key kept
+        history.feed(record)
+    found += history.mismatches
+    latest = history.latest
     for kind in KINDS.values():
         if kind.name == "items":
             found += _conversation(rows.conversation, latest)
@@ -65,6 +79,7 @@ def verify(
             found += _snapshots(kind, rows.table(kind.table), latest)
     counts: dict[str, int] = {}
     found += recompute(rows, request_sha, counts)
+    found += results_sent(rows, history.spans, results, counts)
     found += _head(chain.head, chain.links, expect_head)
     if operation_id is not None:
         found = [m for m in found if m.operation_id == operation_id or m.table == "audit_log"]
@@ -225,10 +240,6 @@ def _counts(rows: StoreRows, operation_id: str | None) -> dict[str, int]:
         "records": n(rows.audit_log),
         "blobs": len(rows.blobs),
     }
-
-
-def _hashable(values: list[Any]) -> tuple[Any, ...]:
-    return tuple(v if not isinstance(v, list | dict) else repr(v) for v in values)
 
 
 _ABSENT = object()

@@ -12,6 +12,9 @@ from typing import Any
 
 from .types import JSONObject
 
+#: The code of the envelope a call whose side effect may or may not have happened answers with.
+OUTCOME_UNKNOWN = "outcome_unknown"
+
 
 def ok(value: Any, **extra: Any) -> JSONObject:
     """A successful result."""
@@ -58,3 +61,22 @@ def expired(expires_at: str) -> JSONObject:
 
 def not_executed(reason: str) -> JSONObject:
     return error("not_executed", f"the call was not run: {reason}")
+
+
+def outcome_unknown(message: str) -> JSONObject:
+    return error(OUTCOME_UNKNOWN, message)
+
+
+def duplicate_call_id(call_id: str, turn: int) -> JSONObject:
+    return error(
+        "duplicate_call_id",
+        f"call id {call_id!r} was already used in turn {turn}; a call id names one call, "
+        "so this call was not run",
+    )
+
+
+def code(envelope: JSONObject | None) -> str | None:
+    """The error code of an error envelope (None for a success or no envelope)."""
+    err = envelope.get("error") if isinstance(envelope, dict) else None
+    value = err.get("code") if isinstance(err, dict) else None
+    return value if isinstance(value, str) else None

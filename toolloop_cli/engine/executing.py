@@ -352,10 +352,9 @@ def force_continue(deps: Deps, op: OperationRecord, decided_by: str) -> Operatio
             if call.state is C.UNKNOWN_OUTCOME and answer is not None and answer.status == "ok":
                 _record_reconciled(deps, op, call, answer)
             elif call.state is C.UNKNOWN_OUTCOME:
-                result = envelopes.error(
-                    "outcome_unknown",
+                result = envelopes.outcome_unknown(
                     "the outcome of this call is unknown; an operator chose to continue "
-                    "without running it again",
+                    "without running it again"
                 )
                 call_to(deps, call, C.FAILED, why, model_result=result)
         calls = turn_calls(deps, op) if op.current_turn is not None else []

@@ -22,6 +22,7 @@ from .types import (
     HttpResponse,
     ModelSettings,
     ModelTurn,
+    ProposedCall,
     TurnOutcome,
     Usage,
 )
@@ -180,8 +181,12 @@ def _apply_outcome(deps: Deps, op: OperationRecord, turn: ModelTurn, idx: int) -
         case TurnOutcome.API_FAILURE:
             return _after_failure(deps, op, turn)
         case TurnOutcome.TOOL_PROPOSALS:
-            deps.store.append_items(op.operation_id, turn.output_items)
             response_id = turn.response_id or f"turn-{idx}"
+            ids = [_call_id(turn, proposed, idx) for proposed in turn.calls]
+            repeated = _recorded_again(deps, op, response_id, ids)
+            if repeated is not None:  # not a new answer: nothing of it is kept or run
+                return transition(deps, op, OpState.FAILED, repeated)
+            deps.store.append_items(op.operation_id, turn.output_items)
             for seq, proposed in enumerate(turn.calls):
                 deps.store.insert_call(
                     CallRecord(
@@ -189,7 +194,7 @@ def _apply_outcome(deps: Deps, op: OperationRecord, turn: ModelTurn, idx: int) -
                         turn_idx=idx,
                         seq=seq,
                         response_id=response_id,
-                        call_id=proposed.call_id,
+                        call_id=ids[seq],
                         name=proposed.name,
                         raw_arguments=proposed.raw_arguments,
                         arguments=proposed.arguments,
@@ -199,6 +204,36 @@ def _apply_outcome(deps: Deps, op: OperationRecord, turn: ModelTurn, idx: int) -
                 )
             reason = f"{len(turn.calls)} call(s) proposed"
             return transition(deps, op, OpState.VALIDATING, reason, current_turn=idx)
+
+
+def _call_id(turn: ModelTurn, proposed: ProposedCall, idx: int) -> str:
+    """The call's id; one the adapter made up for an answer without an id names its turn.
+
+    Such an id depends on the answer alone, so the same call in a later identical answer
+    would get it again; the turn makes it unique (it keeps its start, and is never sent).
+    """
+    if proposed.id_synthesised and turn.response_id is None:
+        return f"{proposed.call_id}_t{idx}"
+    return proposed.call_id
+
+
+def _recorded_again(
+    deps: Deps, op: OperationRecord, response_id: str, ids: list[str]
+) -> str | None:
+    """Why the answer is a malformed payload: a call it proposes is already recorded.
+
+    The same (response id, call id) as an earlier turn's call is not a new answer; storing it
+    would fail, and leaving the operation in MODEL_REQUESTED would re-send the request on
+    every resume. It is answered like a response proposing one call id twice: FAILED.
+    """
+    for call_id in ids:
+        for earlier in deps.store.calls_with_id(op.operation_id, call_id):
+            if earlier.response_id == response_id:
+                return (
+                    f"malformed payload: the answer repeats call {call_id!r} of response "
+                    f"{response_id!r}, already recorded in turn {earlier.turn_idx}; no call was run"
+                )
+    return None
 
 
 def _after_failure(deps: Deps, op: OperationRecord, turn: ModelTurn) -> OperationRecord:

@@ -157,6 +157,8 @@ class StorePort(Protocol):
 
     def calls_with_key(self, operation_id: str, idempotency_key: str) -> list[CallRecord]: ...
 
+    def calls_with_id(self, operation_id: str, call_id: str) -> list[CallRecord]: ...
+
     def calls_with_intent(
         self, operation_id: str, name: str, arguments_sha256: str
     ) -> list[CallRecord]: ...
@@ -169,6 +171,6 @@ class StorePort(Protocol):
         self, approval_id: str, status: str, by: str | None, at: str, reason: str | None
     ) -> None: ...
 
-    def audited_binding(self, operation_id: str, call_id: str) -> str | None:
+    def audited_binding(self, operation_id: str, response_id: str, call_id: str) -> str | None:
         """The call binding the audit log last recorded for a call (None when it has none)."""
         ...

@@ -82,6 +82,9 @@ class OperationRecord(BaseModel):
     deadline_at: str
     #: ``Policy.policy_sha256`` of the registry it started under (None: made before the pin)
     policy_sha256: str | None = None
+    #: what a replay found when it compared its requests with the recording (``requests``
+    #: compared, ``divergences``), written once when the replay ends; None for other runs
+    divergence_check: JSONObject | None = None
 
 
 class TurnRecord(BaseModel):

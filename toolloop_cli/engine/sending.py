@@ -6,11 +6,13 @@ result is recomputed from the committed call and operation before it is sent (do
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from toolloop_cli.audit.binding import check_result_set
 
 from . import envelopes
 from .context import Deps, call_binding_inputs, op_binding, transition, turn_calls
-from .records import OperationRecord
+from .records import CallRecord, OperationRecord
 from .states import CALL_HAS_RESULT, OpState
 from .types import ResultForModel
 
@@ -25,7 +27,28 @@ def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
     failure needs a person, not a retry (docs/audit.md).
     """
     calls = turn_calls(deps, op)
-    results = [
+    results = results_for_model(calls)
+    problems = check_result_set(op_binding(op), [call_binding_inputs(c) for c in calls], results)
+    problems += [
+        f"the audit log holds another binding for call {c.call_id}"
+        for c in calls
+        if c.call_binding_sha256 is not None
+        and deps.store.audited_binding(c.operation_id, c.response_id, c.call_id)
+        != c.call_binding_sha256
+    ]
+    if problems:
+        with deps.store.transaction():
+            reason = "results not sent: integrity check failed: " + "; ".join(problems)
+            return transition(deps, op, OpState.ESCALATED, reason)
+    items = deps.adapter.result_items(results)
+    with deps.store.transaction():
+        deps.store.append_items(op.operation_id, items)
+        return transition(deps, op, OpState.MODEL_REQUESTED, f"{len(calls)} result(s) sent back")
+
+
+def results_for_model(calls: Sequence[CallRecord]) -> list[ResultForModel]:
+    """The results a turn's calls send back, in call order (``verify`` rebuilds them too)."""
+    return [
         ResultForModel(
             response_id=call.response_id,
             call_id=call.call_id,
@@ -36,18 +59,3 @@ def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
         for call in calls
         if call.state in CALL_HAS_RESULT and call.model_result is not None
     ]
-    problems = check_result_set(op_binding(op), [call_binding_inputs(c) for c in calls], results)
-    problems += [
-        f"the audit log holds another binding for call {c.call_id}"
-        for c in calls
-        if c.call_binding_sha256 is not None
-        and deps.store.audited_binding(c.operation_id, c.call_id) != c.call_binding_sha256
-    ]
-    if problems:
-        with deps.store.transaction():
-            reason = "results not sent: integrity check failed: " + "; ".join(problems)
-            return transition(deps, op, OpState.ESCALATED, reason)
-    items = deps.adapter.result_items(results)
-    with deps.store.transaction():
-        deps.store.append_items(op.operation_id, items)
-        return transition(deps, op, OpState.MODEL_REQUESTED, f"{len(calls)} result(s) sent back")

@@ -120,6 +120,15 @@ CALL_TRANSITIONS: dict[CallState, frozenset[CallState]] = {
     C.NOT_EXECUTED: frozenset(),
 }
 
+#: Every approval status change: a PENDING approval is decided once, and never again.
+APPROVAL_TRANSITIONS: dict[str, frozenset[str]] = {
+    "PENDING": frozenset({"APPROVED", "DENIED", "EXPIRED", "CANCELLED"}),
+    "APPROVED": frozenset(),
+    "DENIED": frozenset(),
+    "EXPIRED": frozenset(),
+    "CANCELLED": frozenset(),
+}
+
 #: Call states that carry a result (or an error envelope) for the model.
 CALL_HAS_RESULT: frozenset[CallState] = frozenset(
     {

@@ -71,6 +71,9 @@ class ProposedCall(_Model):
     arguments: JSONObject | None = None
     argument_error: str | None = None
     item_id: str | None = None
+    #: the provider sent no id: the adapter made this one up from the answer alone (and
+    #: never sends it back), so the engine may lengthen it to keep call ids unique
+    id_synthesised: bool = False
 
 
 class ModelTurn(_Model):

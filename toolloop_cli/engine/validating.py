@@ -65,6 +65,12 @@ def _check_call(
     deps: Deps, op: OperationRecord, call: CallRecord
 ) -> tuple[CallRecord, ToolInfo] | None:
     """INVALID with an error envelope, or the call bound to its key, digest and tool revision."""
+    earlier = _earlier_with_id(deps, op, call)
+    if earlier is not None:  # a call id names one call: never two in one operation
+        result = envelopes.duplicate_call_id(call.call_id, earlier.turn_idx)
+        why = f"call id already used in turn {earlier.turn_idx}"
+        call_to(deps, call, C.INVALID, why, model_result=result)
+        return None
     tool = deps.toolbox.lookup(call.name)
     if tool is None:
         result = envelopes.unknown_tool(call.name)
@@ -79,6 +85,18 @@ def _check_call(
         op.operation_id, tool.name, tool.schema_version, call.arguments, tool.key_fields
     )
     return _bind(deps, call, tool, key), tool
+
+
+def _earlier_with_id(deps: Deps, op: OperationRecord, call: CallRecord) -> CallRecord | None:
+    """An earlier turn's call with this call id (a new response reusing it), or None.
+
+    Every lookup by call id (approvals, results, the transition log, the audit binding) is
+    then unambiguous: the reused id is answered INVALID, never run or offered for approval.
+    """
+    for earlier in deps.store.calls_with_id(op.operation_id, call.call_id):
+        if earlier.turn_idx < call.turn_idx:
+            return earlier
+    return None
 
 
 def _intent(call: CallRecord) -> str:
@@ -155,24 +173,52 @@ def _bind(deps: Deps, call: CallRecord, tool: ToolInfo, key: str) -> CallRecord:
 
 
 def _reuse_done_intent(deps: Deps, op: OperationRecord, call: CallRecord, tool: ToolInfo) -> bool:
-    """An intent already done is not done again: DUPLICATE, with the earlier result.
+    """An intent already done, or perhaps done, is not done again: DUPLICATE.
 
     A side effect is matched by its idempotency key (``duplicate_of``), a read by its tool and
     canonical arguments (``repeat_of``): the model gets what it already had, marked as such.
+    An earlier attempt whose outcome is unknown (UNKNOWN_OUTCOME, or FAILED ``outcome_unknown``
+    once an operator continued past it) may have happened: running the intent again could
+    do it twice, so the model gets that attempt's ``outcome_unknown`` answer again. Asking for
+    a person again instead would stop the operation on every re-proposal of an intent the
+    operator already chose to continue past, and an approver would not be told the first
+    attempt may have happened.
     """
     if not tool.side_effecting:
         return _reuse_read(deps, op, call)
     if call.idempotency_key is None:
         return False
-    for earlier in deps.store.calls_with_key(op.operation_id, call.idempotency_key):
-        if earlier.call_id != call.call_id and earlier.state in (C.SUCCEEDED, C.RECONCILED):
+    earlier_calls = [
+        c
+        for c in deps.store.calls_with_key(op.operation_id, call.idempotency_key)
+        if (c.response_id, c.call_id) != (call.response_id, call.call_id)
+    ]
+    for earlier in earlier_calls:
+        if earlier.state in (C.SUCCEEDED, C.RECONCILED):
             result = dict(earlier.model_result or {})
             result["duplicate_of"] = earlier.call_id
             call_to(
                 deps, call, C.DUPLICATE, f"same intent as {earlier.call_id}", model_result=result
             )
             return True
+    for earlier in earlier_calls:
+        if _outcome_unknown(earlier):
+            result = dict(earlier.model_result or envelopes.outcome_unknown(_UNKNOWN))
+            result["duplicate_of"] = earlier.call_id
+            why = f"same intent as {earlier.call_id}, whose outcome is unknown: not run again"
+            call_to(deps, call, C.DUPLICATE, why, model_result=result)
+            return True
     return False
+
+
+_UNKNOWN = "the outcome of an earlier call with the same intent is unknown; it was not run again"
+
+
+def _outcome_unknown(call: CallRecord) -> bool:
+    """The call's side effect may or may not have happened (and was never settled)."""
+    if call.state is C.UNKNOWN_OUTCOME:
+        return True
+    return call.state is C.FAILED and envelopes.code(call.model_result) == envelopes.OUTCOME_UNKNOWN
 
 
 def _request_approval(deps: Deps, op: OperationRecord, call: CallRecord, tool: ToolInfo) -> None:

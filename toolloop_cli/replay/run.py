@@ -151,7 +151,7 @@ def _replay_one(
 def _keep_divergences(
     store: Store, operation_id: str, divergences: list[Divergence]
 ) -> OperationRecord:
-    """Write what the replay found into the operation's ``source`` (``divergence_check``).
+    """Write what the replay found on its operation (``divergence_check``, written once).
 
     The operation row is audited, so ``verify`` covers the finding and a report reads it
     without the cassette. It is the replay's finding at this moment: ``requests`` says how
@@ -162,7 +162,9 @@ def _keep_divergences(
         "requests": op.counters.requests,
         "divergences": [_storable(d.as_json()) for d in divergences],
     }
-    kept = op.model_copy(update={"source": {**op.source, "divergence_check": check}})
+    if op.divergence_check is not None:  # a resumed replay: the finding was kept already
+        return op
+    kept = op.model_copy(update={"divergence_check": check})
     with store.transaction():
         store.save_operation(kept, op.state)
     return kept

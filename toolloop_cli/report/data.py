@@ -242,7 +242,7 @@ def _replay(op: OperationRecord) -> Row | None:
     if op.transport != "replay":
         return None
     source = op.source
-    check = source.get("divergence_check")
+    check = op.divergence_check
     return {
         "cassette": source.get("replay"),
         "results": source.get("results"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolloop_cli.audit.canonical import sha256_of
@@ -23,9 +23,10 @@ from toolloop_cli.audit.rows import StoreRows
 from toolloop_cli.audit.verify import Report, verify
 from toolloop_cli.engine.ports import ModelAdapter
 from toolloop_cli.engine.states import TERMINAL
-from toolloop_cli.engine.types import ModelSettings, ToolSpec
+from toolloop_cli.engine.types import ModelSettings, ResultForModel, ToolSpec
 from toolloop_cli.errors import OperationNotFound, StoreError, ToolloopError
 from toolloop_cli.store import Store
+from toolloop_cli.store.audit_rules import HISTORY_RULES
 
 if TYPE_CHECKING:
     from toolloop_cli.tools.registry import Policy
@@ -49,11 +50,14 @@ def verify_store(
     if operation_id is not None and not _exists(store, operation_id):
         raise OperationNotFound(f"no operation {operation_id} in store {store.path}")
     rows = read_rows(store)
+    requests = _Requests(rows)
     report = verify(
         rows,
         operation_id=operation_id,
         expect_head=expect_head,
-        request_sha=_Requests(rows),
+        request_sha=requests,
+        rules=HISTORY_RULES,
+        results=_Results(requests),
     )
     drift = registry_drift(rows, operation_id)
     report.mismatches.extend(drift)
@@ -127,6 +131,73 @@ class _Requests:
                 body = self.rows.blobs[row["item_sha256"]]
                 self._items.setdefault(str(row["operation_id"]), []).append(json.loads(body))
         return self._items.get(operation_id, [])
+
+
+class _Results:
+    """Rebuilds the items a turn's results were sent as; names each call sent otherwise."""
+
+    def __init__(self, requests: _Requests) -> None:
+        self.requests = requests
+
+    def __call__(
+        self, op: Mapping[str, Any], calls: Sequence[Mapping[str, Any]], items: Sequence[Any]
+    ) -> list[Mismatch] | None:
+        from toolloop_cli.audit.canonical import canonical_text
+        from toolloop_cli.engine.sending import results_for_model
+        from toolloop_cli.store.rows import CALL_NAMES, call_from_row
+
+        adapter = self.requests._adapter(op)
+        if adapter is None or adapter.revision != op["adapter_revision"]:
+            return None  # not rebuildable here: counted as unchecked
+        try:
+            results = results_for_model(
+                [call_from_row([c.get(n) for n in CALL_NAMES]) for c in calls]
+            )
+            rebuilt = [canonical_text(i) for i in adapter.result_items(results)]
+            stored = [canonical_text(i) for i in items]
+        except (ValueError, TypeError, ToolloopError):
+            return None  # a row that cannot be read is reported by the row checks
+        if rebuilt == stored:
+            return []
+        sent: dict[str, object]
+        if len(rebuilt) == len(stored) == len(results):  # one item per result, in order
+            sent = {r.call_id: stored[n] for n, r in enumerate(results) if rebuilt[n] != stored[n]}
+        else:
+            sent = _sent_otherwise(op, results, items)
+        if not sent:  # the items differ, but in no one result (an item added, a flag changed)
+            sent = {r.call_id: "the results as the conversation carries them" for r in results}
+        found = [
+            Mismatch.of(
+                op["operation_id"],
+                r.call_id,
+                "calls",
+                f"{op['operation_id']}/{r.response_id}/{r.call_id}",
+                "model_result_json",
+                sent[r.call_id],
+                canonical_text(r.content),
+            )
+            for r in results
+            if r.call_id in sent
+        ]
+        return found or [
+            Mismatch.of(
+                op["operation_id"], None, "conversation", op["operation_id"], "items", [], stored
+            )
+        ]
+
+
+def _sent_otherwise(
+    op: Mapping[str, Any], results: Sequence[ResultForModel], items: Sequence[Any]
+) -> dict[str, object]:
+    """Call id -> what was sent instead, read back from the provider-shaped items."""
+    from toolloop_cli.replay.divergence import result_list
+
+    body = {"input": list(items), "messages": list(items), "contents": list(items)}
+    sent = {r.call_id: r.value for r in result_list((op["provider"], op["api_family"]), body)}
+    unread = "the result sent in the conversation"
+    return {
+        r.call_id: sent.get(r.call_id, unread) for r in results if sent.get(r.call_id) != r.content
+    }
 
 
 def registry_drift(rows: StoreRows, operation_id: str | None = None) -> list[Mismatch]:

@@ -252,6 +252,19 @@ def _policy_pin(db: Database) -> None:
     db.execute("ALTER TABLE operations ADD COLUMN policy_sha256 TEXT")
 
 
+@migrations(name="call_id_index")
+def _call_id_index(db: Database) -> None:
+    """A call id names one call of an operation: a new proposal is checked against the earlier
+    calls with its id (an index seek, in turn order), not against every call so far."""
+    db.execute("CREATE INDEX calls_id ON calls(operation_id, call_id, turn_idx, seq)")
+
+
+@migrations(name="replay_findings")
+def _replay_findings(db: Database) -> None:
+    """A replay keeps what it found on its operation, in a column written once (audited)."""
+    db.execute("ALTER TABLE operations ADD COLUMN divergence_json TEXT")
+
+
 def apply(db: Database) -> None:
     """Bring a store up to the current schema (each step in its own transaction)."""
     migrations.apply(db)

@@ -375,6 +375,15 @@ class Store:
         )
         return [call_from_row(r) for r in cur]
 
+    def calls_with_id(self, operation_id: str, call_id: str) -> list[CallRecord]:
+        """Calls of the operation with this call id, in turn order (one, unless reused)."""
+        cur = self.conn.execute(
+            f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ?"
+            " AND call_id = ? ORDER BY turn_idx, seq",
+            (operation_id, call_id),
+        )
+        return [call_from_row(r) for r in cur]
+
     def calls_with_intent(
         self, operation_id: str, name: str, arguments_sha256: str
     ) -> list[CallRecord]:
@@ -495,14 +504,20 @@ class Store:
         ).fetchone()
         return (0, GENESIS) if last is None else (int(last[0]), str(last[1]))
 
-    def audited_binding(self, operation_id: str, call_id: str) -> str | None:
-        """The ``call_binding_sha256`` the audit log last recorded for a call (or None)."""
-        row = self.conn.execute(
+    def audited_binding(self, operation_id: str, response_id: str, call_id: str) -> str | None:
+        """The ``call_binding_sha256`` the audit log last recorded for a call (or None).
+
+        A call is (operation, response id, call id): the index finds the records of the call
+        id, newest first, and the first one of this response is the call's last record.
+        """
+        cur = self.conn.execute(
             "SELECT record FROM audit_log WHERE operation_id = ? AND call_id = ?"
-            " AND kind = 'call' ORDER BY seq DESC LIMIT 1",
+            " AND kind = 'call' ORDER BY seq DESC",
             (operation_id, call_id),
-        ).fetchone()
-        if row is None:
-            return None
-        value = json.loads(row[0]).get("row", {}).get("call_binding_sha256")
-        return value if isinstance(value, str) else None
+        )
+        for (text,) in cur:
+            row = json.loads(text).get("row", {})
+            if row.get("response_id") == response_id:
+                value = row.get("call_binding_sha256")
+                return value if isinstance(value, str) else None
+        return None

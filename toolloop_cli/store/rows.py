@@ -23,7 +23,7 @@ OP_COLUMNS = (
     "operation_id, state, task, provider, api_family, model, transport, adapter_revision, "
     "tenant, subject, registry_name, registry_revision, registry_path, registry_sha256, "
     "policy_revision, settings_json, source_json, guards_json, counters_json, current_turn, "
-    "final_text, reason, created_at, updated_at, deadline_at, policy_sha256"
+    "final_text, reason, created_at, updated_at, deadline_at, policy_sha256, divergence_json"
 )
 
 
@@ -83,6 +83,7 @@ def op_row(op: OperationRecord) -> tuple[Any, ...]:
         op.updated_at,
         op.deadline_at,
         op.policy_sha256,
+        None if op.divergence_check is None else dump(op.divergence_check),
     )
 
 
@@ -114,6 +115,7 @@ def op_from_row(r: Sequence[Any]) -> OperationRecord:
         updated_at=r[23],
         deadline_at=r[24],
         policy_sha256=r[25],
+        divergence_check=None if r[26] is None else json.loads(r[26]),
     )
 
 

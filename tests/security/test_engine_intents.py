@@ -1,0 +1,252 @@
+"""Security review 2026-12-03, M4, L7 and the call-id half of H1: one call id names one call,
+and an intent whose outcome is unknown is never attempted again.
+
+Each test runs the real engine (the scripted model, or the Gemini generateContent adapter
+over a local transport) against real registries and handlers in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REGISTRY
+from scripted import GUARDS, call, final
+
+from toolloop_cli.adapters.scripted import ScriptedTransport
+from toolloop_cli.engine.loop import OperationTerminal
+from toolloop_cli.engine.states import CallState, OpState
+from toolloop_cli.engine.types import HttpRequest, HttpResponse
+from toolloop_cli.examples.refunds import ledger_refunds
+from toolloop_cli.service import approvals, operations
+from toolloop_cli.service.verify import verify_store
+from toolloop_cli.store import Store, open_store
+
+HANDLER = """
+import time
+def send(arguments, context):
+    with open(context.data_dir / "effects.log", "a") as f:
+        f.write(f"{arguments['msg']} {context.idempotency_key} {context.call_id}\\n")
+    time.sleep(0.6)  # the effect happened; the handler overruns its 200 ms timeout
+    return {"sent": True}
+"""
+
+REGISTRY_TEXT = """
+registry: unk
+revision: "1"
+policy: {{revision: p1, approvers: [ops-lead]}}
+tools:
+  send_payment:
+    schema_version: v1
+    description: send a payment
+    risk: write
+    timeout_ms: 200
+    handler: "m4_sendmod:send"
+    approval: {approval}
+    idempotency: {{key_fields: [msg]}}
+    parameters:
+      type: object
+      properties: {{msg: {{type: string}}}}
+      required: [msg]
+      additionalProperties: false
+"""
+
+
+def answer(response_id: str, *calls: dict[str, Any]) -> dict[str, Any]:
+    return {"id": response_id, "calls": list(calls)}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return open_store(tmp_path / "store.db")
+
+
+def verified(store: Store) -> None:
+    report = verify_store(store)
+    assert report.ok, [m.line() for m in report.mismatches]
+
+
+def scripted(registry: Path) -> operations.RunOptions:
+    return operations.RunOptions(
+        task="t", registry=registry, provider="scripted", model="scripted-model"
+    )
+
+
+# -- M4 -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("approval", ["never", "always"])
+def test_a_reproposed_intent_whose_outcome_is_unknown_is_not_attempted_again(
+    store: Store, tmp_path: Path, approval: str
+) -> None:
+    """After --force-continue, the same intent under a new call id answers outcome_unknown."""
+    (tmp_path / "m4_sendmod.py").write_text(HANDLER)
+    registry = tmp_path / "reg.yaml"
+    registry.write_text(REGISTRY_TEXT.format(approval=approval))
+    first = [answer("resp_u0", call("send_payment", {"msg": "pay-100"}, "call_1"))]
+    started = operations.start(store, scripted(registry), transport=ScriptedTransport(first))
+    op_id = started.operation.operation_id
+    if approval == "always":
+        (apr,) = store.approvals(op_id)
+        approvals.approve(store, apr.approval_id, "ops-lead")
+        started = operations.resume(store, op_id, transport=ScriptedTransport([]))
+    assert started.target is OpState.ESCALATED  # call_1: UNKNOWN_OUTCOME, no reconcile handler
+    again = ScriptedTransport(
+        [answer("resp_u1", call("send_payment", {"msg": "pay-100"}, "call_2")), final("done")]
+    )
+    result = operations.resume(
+        store, op_id, force_continue=True, decided_by="ops-lead", transport=again
+    )
+    time.sleep(0.8)  # every abandoned handler has finished before the effects are counted
+    assert result.target is OpState.COMPLETED, result.operation.reason
+    effects = (tmp_path / "effects.log").read_text().splitlines()
+    assert len(effects) == 1 and effects[0].endswith(" call_1")  # one attempt at the intent
+    first_call, second = store.calls(op_id)
+    assert (first_call.state, second.state) == (CallState.FAILED, CallState.DUPLICATE)
+    assert second.idempotency_key == first_call.idempotency_key
+    assert second.model_result == {**(first_call.model_result or {}), "duplicate_of": "call_1"}
+    assert second.model_result["error"]["code"] == "outcome_unknown"
+    assert len(store.approvals(op_id)) == (1 if approval == "always" else 0)  # nobody re-asked
+    verified(store)
+
+
+# -- L7 -------------------------------------------------------------------------------------
+
+
+def repeated_answer() -> list[dict[str, Any]]:
+    """The review's samerid.yaml: a second answer with the first one's response and call id."""
+    return [
+        answer("resp_SAME", call("echo", {"n": 1}, "call_X")),
+        answer("resp_SAME", call("echo", {"n": 2}, "call_X")),
+        final("done"),
+    ]
+
+
+def test_an_answer_repeating_an_earlier_response_and_call_id_fails_the_operation(
+    store: Store,
+) -> None:
+    """The same (response id, call id) again is a malformed answer: FAILED, not wedged."""
+    transport = ScriptedTransport(repeated_answer())
+    result = operations.start(store, scripted(GUARDS), transport=transport)
+    assert result.target is OpState.FAILED
+    reason = result.operation.reason or ""
+    assert "malformed payload" in reason and "'call_X'" in reason and "'resp_SAME'" in reason
+    assert "turn 0" in reason
+    op_id = result.operation.operation_id
+    assert [(c.turn_idx, c.arguments) for c in store.calls(op_id)] == [(0, {"n": 1})]
+    assert len(transport.requests) == 2
+    with pytest.raises(OperationTerminal, match="already FAILED"):
+        operations.resume(store, op_id, transport=transport)
+    assert len(transport.requests) == 2  # nothing is sent again
+    verified(store)
+
+
+# -- H1: a call id reused across turns --------------------------------------------------------
+
+
+def reuse_script() -> list[dict[str, Any]]:
+    """The review's reuse.yaml: the irreversible call takes the id of a 1-cent draft."""
+    return [
+        answer(
+            "resp_t0",
+            call("create_refund_draft", {"order_id": "ord_1001", "amount_cents": 1}, "call_X"),
+        ),
+        answer(
+            "resp_t1",
+            call("create_refund_draft", {"order_id": "ord_1001", "amount_cents": 4999}, "call_Y"),
+        ),
+        answer(
+            "resp_t2",
+            call("submit_refund", {"order_id": "ord_1001", "amount_cents": 4999}, "call_X"),
+        ),
+        final("done"),
+    ]
+
+
+def test_a_call_id_reused_in_a_later_turn_is_invalid_never_run_nor_offered_for_approval(
+    store: Store,
+) -> None:
+    transport = ScriptedTransport(reuse_script())
+    result = operations.start(store, scripted(REGISTRY), transport=transport)
+    assert result.target is OpState.COMPLETED, result.operation.reason
+    op_id = result.operation.operation_id
+    calls = store.calls(op_id)
+    assert [(c.name, c.call_id, c.state) for c in calls] == [
+        ("create_refund_draft", "call_X", CallState.SUCCEEDED),
+        ("create_refund_draft", "call_Y", CallState.SUCCEEDED),
+        ("submit_refund", "call_X", CallState.INVALID),
+    ]
+    envelope = calls[2].model_result or {}
+    assert envelope["error"]["code"] == "duplicate_call_id"
+    assert "call id 'call_X' was already used in turn 0" in envelope["error"]["message"]
+    assert store.approvals(op_id) == []  # nobody was asked to approve it
+    assert ledger_refunds(store.data_dir / "payments.db") == []
+    sent = transport.requests[3].body["input"][-1]  # the model is told, under its call id
+    assert (sent["call_id"], sent["content"]) == ("call_X", envelope)
+    verified(store)
+
+
+def test_the_audited_binding_is_the_one_of_the_call_of_that_response(store: Store) -> None:
+    result = operations.start(
+        store, scripted(REGISTRY), transport=ScriptedTransport(reuse_script())
+    )
+    op_id = result.operation.operation_id
+    earlier, _, later = store.calls(op_id)
+    assert earlier.call_binding_sha256 != later.call_binding_sha256
+    assert store.audited_binding(op_id, "resp_t0", "call_X") == earlier.call_binding_sha256
+    assert store.audited_binding(op_id, "resp_t2", "call_X") == later.call_binding_sha256
+    assert store.audited_binding(op_id, "resp_t1", "call_X") is None
+
+
+# -- Gemini generateContent: ids the adapter makes up never collide ----------------------------
+
+
+class GeminiAnswers:
+    """A transport answering generateContent requests from a list of bodies (no network)."""
+
+    name = "test"
+
+    def __init__(self, bodies: list[dict[str, Any]]) -> None:
+        self.bodies = bodies
+        self.requests: list[HttpRequest] = []
+
+    def send(self, request: HttpRequest) -> HttpResponse:
+        self.requests.append(request)
+        body = json.dumps(self.bodies[len(self.requests) - 1]).encode()
+        return HttpResponse(status=200, headers={"content-type": "application/json"}, body=body)
+
+
+def gemini(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """An answer without ``responseId``, as some proxies send (the ids are then made up)."""
+    return {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2},
+    }
+
+
+def test_made_up_gemini_call_ids_never_collide_across_identical_answers(store: Store) -> None:
+    """Two identical answers without a response id: two calls, the second a repeat, not INVALID."""
+    same = gemini([{"functionCall": {"name": "echo", "args": {"n": 1}}}])
+    transport = GeminiAnswers([same, same, gemini([{"text": "done"}])])
+    options = operations.RunOptions(
+        task="t", registry=GUARDS, provider="gemini-generate", model="gemini-2.5-flash"
+    )
+    result = operations.start(store, options, transport=transport)
+    assert result.target is OpState.COMPLETED, result.operation.reason
+    first, second = store.calls(result.operation.operation_id)
+    assert first.call_id != second.call_id
+    assert first.call_id.startswith("gcall_") and second.call_id.startswith("gcall_")
+    assert (first.state, second.state) == (CallState.SUCCEEDED, CallState.DUPLICATE)
+    assert (second.model_result or {})["repeat_of"] == first.call_id
+    for request in transport.requests[1:]:  # a made-up id is never sent to Gemini
+        responses = [
+            p["functionResponse"]
+            for c in request.body["contents"]
+            for p in c["parts"]
+            if "functionResponse" in p
+        ]
+        assert responses and all("id" not in r for r in responses)
+    verified(store)

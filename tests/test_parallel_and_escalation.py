@@ -113,3 +113,25 @@ def test_escalations_are_listed_by_show_and_pending(store: Store, cli: Invoke) -
     assert "ESCALATED" in human.stdout and "--force-continue" in human.stdout
     refused = cli("resume", op_id)
     assert refused.exit_code == 2 and "--force-continue" in refused.stderr
+
+
+def test_a_forked_child_runs_parallel_calls_with_its_own_worker_threads() -> None:
+    """The worker pool is kept for the process; a child forked after the parent used it has
+    none of those threads, so it must start its own rather than wait forever on the old one."""
+    import os
+
+    from toolloop_cli.engine.parallel import run_all
+
+    assert sorted(r for _, r in run_all([1, 2, 3], lambda x: x * 2, 3)) == [2, 4, 6]
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            import faulthandler
+
+            faulthandler.dump_traceback_later(20, exit=True)
+            code = 0 if sorted(r for _, r in run_all([1, 2], lambda x: x + 1, 2)) == [2, 3] else 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -164,42 +164,28 @@ def test_the_policy_still_decides_who_may_approve(store_path: Path) -> None:
     assert ledger_refunds(store_path.parent / "payments.db") == []
 
 
-def test_a_reused_call_id_shows_the_waiting_calls_own_arguments(
-    store_path: Path, tmp_path: Path
-) -> None:
-    cassette = write(
-        tmp_path / "reuse.yaml",
+def _draft_then_submit(path: Path, submit_id: str) -> Path:
+    """A 1-cent draft as call_X, the full draft as call_Y, then the submit as ``submit_id``."""
+    draft = {"order_id": "ord_1001", "amount_cents": 1, "reason": "goodwill"}
+    full = {"order_id": "ord_1001", "amount_cents": 4999}
+    return write(
+        path,
         [
-            response(
-                "resp_t0",
-                [
-                    call(
-                        "call_X",
-                        "create_refund_draft",
-                        {"order_id": "ord_1001", "amount_cents": 1, "reason": "goodwill"},
-                    )
-                ],
-            ),
-            response(
-                "resp_t1",
-                [
-                    call(
-                        "call_Y",
-                        "create_refund_draft",
-                        {"order_id": "ord_1001", "amount_cents": 4999},
-                    )
-                ],
-            ),
+            response("resp_t0", [call("call_X", "create_refund_draft", draft)]),
+            response("resp_t1", [call("call_Y", "create_refund_draft", full)]),
             response(
                 "resp_t2",
-                [
-                    text("Submitting the full refund."),
-                    call("call_X", "submit_refund", {"order_id": "ord_1001", "amount_cents": 4999}),
-                ],
+                [text("Submitting the full refund."), call(submit_id, "submit_refund", full)],
             ),
             response("resp_t3", [text("done")]),
         ],
     )
+
+
+def test_the_prompt_shows_the_waiting_calls_own_arguments_and_what_the_model_wrote(
+    store_path: Path, tmp_path: Path
+) -> None:
+    cassette = _draft_then_submit(tmp_path / "submit.yaml", "call_Z")
     child = spawn(
         store_path,
         "t",
@@ -214,10 +200,31 @@ def test_a_reused_call_id_shows_the_waiting_calls_own_arguments(
     screen = plain(printed(child))
     prompt = screen[screen.index("approval apr_") :]
     assert '"amount_cents": 4999' in prompt and "goodwill" not in prompt
-    assert "call_X of response resp_t2" in prompt
+    assert "call_Z of response resp_t2" in prompt
     assert "Submitting the full refund." in prompt  # what the model wrote before the call
     child.sendline("p")
     assert finish(child)[1] == 10
+
+
+def test_a_submit_reusing_an_earlier_call_id_never_reaches_the_prompt(
+    store_path: Path, tmp_path: Path
+) -> None:
+    """H1 on a terminal: the reused id is answered INVALID, so nobody is asked to approve it."""
+    cassette = _draft_then_submit(tmp_path / "reuse.yaml", "call_X")
+    child = spawn(
+        store_path,
+        "t",
+        "--registry",
+        str(REGISTRY),
+        "--transcript",
+        str(cassette),
+        "--as",
+        "ops-lead",
+    )
+    screen, code = finish(child)
+    assert code == 0 and "approval apr_" not in plain(screen)
+    assert "submit_refund INVALID" in plain(screen)
+    assert ledger_refunds(store_path.parent / "payments.db") == []
 
 
 def test_hostile_text_in_the_prompt_is_shown_escaped(store_path: Path, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ cancels its siblings' committed results; the model still receives them in propos
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -40,6 +41,17 @@ def batches(items: Sequence[T], sequential: Callable[[T], bool]) -> list[list[T]
 _POOL_SIZE = 64
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child has none of its parent's threads: a pool it inherited would take work
+    and never run it. The child starts its own on first use."""
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 def _shared_pool() -> ThreadPoolExecutor:

@@ -26,6 +26,10 @@ typecheck: install
 unit: install
 	$(BIN)/pytest -n auto
 
+# the inner loop: everything but the reliability harness and the slow tests (a minute or two)
+unit-fast: install
+	$(BIN)/pytest -n auto -m "not reliability and not slow"
+
 test: lint typecheck unit
 
 # The refund demo, offline, from the bundled OpenAI Responses recording. It stops

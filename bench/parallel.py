@@ -6,17 +6,46 @@ Run: .venv/bin/python bench/parallel.py   (prints one table; no assertions, figu
 from __future__ import annotations
 
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+from toolloop_cli.adapters.scripted import ScriptedTransport
+from toolloop_cli.engine.loop import StepResult
+from toolloop_cli.service import operations
+from toolloop_cli.store import Store, open_store
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+#: the test suite's guard registry: its ``slow`` tool sleeps for ``ms`` (a data file, read only)
+GUARDS = ROOT / "tests" / "fixtures" / "registries" / "guards.yaml"
 
-from scripted import call, final, run_script, turn  # noqa: E402
 
-from toolloop_cli.store import open_store  # noqa: E402
+def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+def turn(*calls: dict[str, Any]) -> dict[str, Any]:
+    return {"calls": list(calls)}
+
+
+def final(text: str = "done") -> dict[str, Any]:
+    return {"text": text}
+
+
+def run_script(
+    store: Store, answers: list[dict[str, Any]], max_parallel: int
+) -> tuple[StepResult, ScriptedTransport]:
+    transport = ScriptedTransport(answers)
+    options = operations.RunOptions(
+        task="parallel calls",
+        registry=GUARDS,
+        provider="scripted",
+        model="scripted-model",
+        guard_overrides={"max_parallel": max_parallel},
+    )
+    return operations.start(store, options, transport=transport), transport
+
 
 CALLS, SLEEP_MS, REPEATS = 8, 200, 5
 

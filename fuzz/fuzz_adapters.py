@@ -6,7 +6,7 @@ Bytes become a provider answer (JSON or, when the first byte is odd, an SSE stre
 chunks) and go through ``adapter.parse_response``; the only exception allowed out is the
 declared ``AdapterError`` (``MalformedProviderPayload`` included). Anything else, or an
 input taking over a second, is a crash: atheris writes it as ``crash-*`` in the working
-folder; turn it into a regression test in tests/test_reliability_fuzz.py. See fuzz/README.md.
+folder; turn it into a regression test in tests/reliability/test_adapter_fuzz.py. See fuzz/README.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,16 @@
-"""Shared fixtures: paths to the shipped registry and recordings, a CLI runner, a fake clock."""
+"""Fixtures only (shared helpers live in ``tests/support``): a CLI runner, a store path, a
+fake clock; an environment without provider keys; and the markers of the suite's folders.
+
+Markers: ``reliability`` (everything under ``tests/reliability``: crash, contention, fuzz,
+hostile input, unknown outcomes), ``slow`` (a test that takes more than a few seconds
+alone), ``soak`` (runs only with ``TOOLLOOP_SOAK=1``, which also enlarges the reliability
+tests; otherwise deselected). ``make unit-fast`` runs ``-m "not reliability and not slow"``.
+"""
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,26 +23,39 @@ from typer.testing import CliRunner
 os.environ.pop("COLUMNS", None)
 os.environ.pop("LINES", None)
 
+from support.cli import Invoke
+from support.clock import FakeClock
+
 from toolloop_cli.cli import app
 
-ROOT = Path(__file__).resolve().parent.parent
-REGISTRY = ROOT / "registries" / "refunds.yaml"
-REFUND_OPENAI = ROOT / "transcripts" / "refund-openai.yaml"
-FIXTURES = ROOT / "tests" / "fixtures"
-TASK = "Order ord_1001 arrived damaged. Look it up, refund it in full, and tell me what you did."
+#: variables that would point a test at a real provider, collector or store
+_OUTSIDE = ("_API_KEY", "_BASE_URL")
+_NAMED = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "TOOLLOOP_STORE")
 
 
-class FakeClock:
-    """A clock tests move by hand."""
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No test reaches a real provider or collector because a developer has keys exported."""
+    for name in list(os.environ):
+        if name.endswith(_OUTSIDE) or name in _NAMED:
+            monkeypatch.delenv(name)
+    yield
 
-    def __init__(self, start: datetime | None = None) -> None:
-        self.moment = start or datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
-    def now(self) -> datetime:
-        return self.moment
-
-    def advance(self, seconds: float) -> None:
-        self.moment += timedelta(seconds=seconds)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reliability = Path(__file__).resolve().parent / "reliability"
+    soak = bool(os.environ.get("TOOLLOOP_SOAK"))
+    kept, deselected = [], []
+    for item in items:
+        if Path(str(item.path)).resolve().is_relative_to(reliability):
+            item.add_marker(pytest.mark.reliability)
+        if item.get_closest_marker("soak") is not None and not soak:
+            deselected.append(item)
+        else:
+            kept.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 @pytest.fixture
@@ -50,9 +68,6 @@ def store_path(tmp_path: Path) -> Path:
     return tmp_path / "store.db"
 
 
-Invoke = Callable[..., Any]
-
-
 @pytest.fixture
 def cli(store_path: Path) -> Invoke:
     """Run a toolloop command in-process against the test store; returns the Click result."""
@@ -63,11 +78,3 @@ def cli(store_path: Path) -> Invoke:
         return runner.invoke(app, full, env=env, catch_exceptions=False)
 
     return invoke
-
-
-def json_out(result: Any) -> dict[str, Any]:
-    """The one JSON object a ``--json`` command printed."""
-    lines = [line for line in result.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stdout
-    parsed: dict[str, Any] = json.loads(lines[0])
-    return parsed

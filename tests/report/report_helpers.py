@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REGISTRY, ROOT, TASK
 from playwright.sync_api import (
     BrowserContext,
     ConsoleMessage,
@@ -26,6 +25,7 @@ from playwright.sync_api import (
     Page,
     sync_playwright,
 )
+from support.paths import REGISTRY, ROOT, TASK
 from typer.testing import CliRunner
 
 from toolloop_cli.cli import app

@@ -30,6 +30,8 @@ from report_helpers import (
 
 from toolloop_cli.store import open_store
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:

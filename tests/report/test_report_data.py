@@ -17,7 +17,7 @@ from report_helpers import (
     toolloop,
     write_report,
 )
-from scripted import call, final, run_script, turn
+from support.scripted import call, final, run_script, turn
 
 from toolloop_cli.report.data import report_data
 from toolloop_cli.store import open_store

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REFUND_OPENAI
 from report_helpers import BRANCHES, completed_run, replay, toolloop
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
+from support.paths import REFUND_OPENAI
 
 from toolloop_cli.store import migrations, open_store
 from toolloop_cli.store.db import connect

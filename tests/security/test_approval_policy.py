@@ -18,9 +18,11 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REFUND_OPENAI, REGISTRY, TASK, FakeClock, Invoke, json_out
-from harness.ops import refused_records, waiting_refund
-from scripted import GUARDS, call, final, run_script, turn
+from support.cli import Invoke, json_out
+from support.clock import FakeClock
+from support.harness.ops import refused_records, waiting_refund
+from support.paths import REFUND_OPENAI, REGISTRY, TASK
+from support.scripted import GUARDS, call, final, run_script, turn
 
 from toolloop_cli.adapters.scripted import ScriptedTransport
 from toolloop_cli.audit.canonical import sha256_of

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REGISTRY, ROOT, FakeClock, json_out
-from harness.fake_refund_service import wait_for_handlers
-from scripted import GUARDS, call, final
+from support.cli import json_out
+from support.clock import FakeClock
+from support.harness.fake_refund_service import wait_for_handlers
+from support.paths import REGISTRY, ROOT
+from support.scripted import GUARDS, call, final
 from test_engine_intents import repeated_answer, reuse_script
 from test_verify_cli import approval_of, demo_store, start
 from typer.testing import CliRunner

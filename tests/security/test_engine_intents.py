@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REGISTRY
-from scripted import GUARDS, call, final
+from support.paths import REGISTRY
+from support.scripted import GUARDS, call, final
 
 from toolloop_cli.adapters.scripted import ScriptedTransport
 from toolloop_cli.engine.loop import OperationTerminal

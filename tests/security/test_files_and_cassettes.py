@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REFUND_OPENAI, REGISTRY, ROOT, TASK, Invoke
+from support.cli import Invoke
+from support.paths import REFUND_OPENAI, REGISTRY, ROOT, TASK
 
 from toolloop_cli.store import open_store
 from toolloop_cli.transcripts import server

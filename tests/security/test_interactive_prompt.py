@@ -15,11 +15,14 @@ import sys
 from pathlib import Path
 
 import pexpect
-from conftest import REFUND_OPENAI, REGISTRY, TASK
+import pytest
 from hostile_cassettes import call, response, text, write
+from support.paths import REFUND_OPENAI, REGISTRY, TASK
 
 from toolloop_cli.examples.refunds import ledger_refunds
 from toolloop_cli.store import open_store
+
+pytestmark = pytest.mark.slow
 
 PAYOUTS = Path(__file__).parent / "payouts" / "registry.yaml"
 CHOICE = r"\[a/d/p\]"

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REGISTRY, TASK, Invoke, json_out
 from hostile_provider import HostileProvider, MiB
+from support.cli import Invoke, json_out
+from support.paths import REGISTRY, TASK
 
 from toolloop_cli.adapters.openai_responses import MAX_BODY_BYTES
 from toolloop_cli.engine.types import HttpRequest, HttpResponse

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REFUND_OPENAI, REGISTRY, TASK, Invoke, json_out
+from support.cli import Invoke, json_out
+from support.paths import REFUND_OPENAI, REGISTRY, TASK
 
 from toolloop_cli.tools.registry import check_registry, load_registry
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REFUND_OPENAI, REGISTRY, ROOT, TASK, Invoke, json_out
+from support.cli import Invoke, json_out
+from support.paths import REFUND_OPENAI, REGISTRY, ROOT, TASK
 
 from toolloop_cli.examples.refunds import ledger_refunds
 from toolloop_cli.store import open_store

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import REFUND_OPENAI
+from support.paths import REFUND_OPENAI
 
 from toolloop_cli.transcripts import server
 

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REGISTRY, ROOT, Invoke, json_out
 from hostile_cassettes import call, response, text, write
+from support.cli import Invoke, json_out
+from support.paths import REGISTRY, ROOT
 
 from toolloop_cli.cli import render
 from toolloop_cli.engine import validating

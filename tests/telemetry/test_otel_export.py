@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REFUND_OPENAI, REGISTRY, ROOT, TASK, Invoke, json_out
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan, Status
+from support.cli import Invoke, json_out
+from support.paths import REFUND_OPENAI, REGISTRY, ROOT, TASK
 
 import toolloop_cli
 

@@ -4,7 +4,7 @@
 the first) it reaches the boundary ``name``. Nothing is flushed or cleaned up: the store
 must be a legal state at every one of these points, and ``resume`` must finish the work
 without repeating a side effect. Every commit of the engine is followed by one of these
-boundaries (``tests/test_reliability_failpoints.py`` checks it on the source), so a crash
+boundaries (``tests/reliability/test_failpoint_coverage.py`` checks it on the source), so a crash
 harness that kills at each of them sees every state a crash can leave.
 """
 

@@ -1,0 +1,157 @@
+"""``toolloop verify``: 0 with counts on an honest store, 20 with each mismatch, 2 on bad input."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from support.cli import Invoke, json_out
+from support.clock import FakeClock
+from support.paths import REFUND_OPENAI, REGISTRY, TASK
+
+from toolloop_cli.service import approvals, operations
+from toolloop_cli.store import Store, open_store
+
+
+def start(store: Store, clock: FakeClock) -> str:
+    options = operations.RunOptions(task=TASK, registry=REGISTRY, transcript=REFUND_OPENAI)
+    return operations.start(store, options, clock=clock).operation.operation_id
+
+
+def approval_of(store: Store, operation_id: str) -> str:
+    (apr,) = [a for a in store.approvals(operation_id) if a.status == "PENDING"]
+    return apr.approval_id
+
+
+def demo_store(path: Path, clock: FakeClock) -> dict[str, str]:
+    """A store holding a completed, a paused, a denied and an expired refund operation."""
+    store = open_store(path)
+    ops: dict[str, str] = {}
+    ops["completed"] = start(store, clock)
+    approvals.approve(store, approval_of(store, ops["completed"]), "ops-lead", clock=clock)
+    operations.resume(store, ops["completed"], clock=clock)
+    ops["denied"] = start(store, clock)
+    apr = approval_of(store, ops["denied"])
+    approvals.approve(store, apr, "finance", deny=True, reason="customer is abroad", clock=clock)
+    operations.resume(store, ops["denied"], clock=clock)
+    ops["expired"] = start(store, clock)
+    clock.advance(3600)
+    operations.resume(store, ops["expired"], clock=clock)
+    ops["paused"] = start(store, clock)
+    states = {name: store.get_operation(op).state.value for name, op in ops.items()}
+    assert states == {
+        "completed": "COMPLETED",
+        "denied": "COMPLETED",
+        "expired": "COMPLETED",
+        "paused": "WAITING_APPROVAL",
+    }
+    store.close()
+    return ops
+
+
+def test_an_honest_store_verifies_with_counts(
+    cli: Invoke, store_path: Path, clock: FakeClock
+) -> None:
+    demo_store(store_path, clock)
+    result = cli("verify", "--json")
+    assert result.exit_code == 0, result.output
+    report = json_out(result)
+    assert report["ok"] is True and report["mismatches"] == []
+    counts = report["counts"]
+    assert counts["operations"] == 4
+    assert counts["calls"] == 3 + 3 + 3 + 3  # get_order, create_refund_draft, submit_refund each
+    assert counts["turns"] == 4 + 4 + 4 + 3
+    assert counts["requests_rebuilt"] == counts["turns"]  # every request rebuilt and re-hashed
+    conn = sqlite3.connect(store_path)
+    (records,) = conn.execute("SELECT count(*) FROM audit_log").fetchone()
+    conn.close()
+    assert counts["records"] == records and report["head"]["seq"] == records
+
+
+def test_the_human_report_says_verified_and_shows_the_head(
+    cli: Invoke, store_path: Path, clock: FakeClock
+) -> None:
+    demo_store(store_path, clock)
+    result = cli("verify")
+    assert result.exit_code == 0
+    assert "verified 4 operation(s)" in result.stdout
+    assert "head " in result.stdout and ":sha256:" in result.stdout
+
+
+def test_verify_one_operation_counts_only_its_rows(
+    cli: Invoke, store_path: Path, clock: FakeClock
+) -> None:
+    ops = demo_store(store_path, clock)
+    report = json_out(cli("verify", ops["paused"], "--json"))
+    assert report["ok"] is True and report["operation_id"] == ops["paused"]
+    assert report["counts"]["operations"] == 1
+    assert report["counts"]["calls"] == 3
+    assert report["counts"]["pending_checked"] == 1  # the submit_refund waiting for approval
+
+
+def test_a_changed_result_exits_20_naming_operation_call_and_field(
+    cli: Invoke, store_path: Path, clock: FakeClock
+) -> None:
+    ops = demo_store(store_path, clock)
+    conn = sqlite3.connect(store_path)
+    (call_id,) = conn.execute(
+        "SELECT call_id FROM calls WHERE operation_id = ? AND name = 'get_order'",
+        (ops["completed"],),
+    ).fetchone()
+    conn.execute(
+        "UPDATE calls SET model_result_json = replace(model_result_json, '4999', '9999')"
+        " WHERE call_id = ? AND operation_id = ?",
+        (call_id, ops["completed"]),
+    )
+    conn.commit()
+    conn.close()
+    result = cli("verify", "--json")
+    assert result.exit_code == 20
+    found = {
+        (m["operation_id"], m["call_id"], m["table"], m["field"])
+        for m in json_out(result)["mismatches"]
+    }
+    assert (ops["completed"], call_id, "calls", "model_result_json") in found
+    assert (ops["completed"], call_id, "calls", "result_sha256") in found
+    human = cli("verify")
+    assert human.exit_code == 20
+    assert f"{ops['completed']} call {call_id}" in human.stdout
+    assert "mismatch(es)" in human.stdout
+
+
+def test_head_then_expect_head_passes_on_the_same_store(
+    cli: Invoke, store_path: Path, clock: FakeClock
+) -> None:
+    demo_store(store_path, clock)
+    head = cli("verify", "--head").stdout.strip()
+    seq, _, digest = head.partition(":")
+    assert int(seq) > 0 and digest.startswith("sha256:")
+    assert cli("verify", "--expect-head", head).exit_code == 0
+    assert cli("verify", "--expect-head", digest).exit_code == 0
+    wrong = cli("verify", "--expect-head", "sha256:" + "1" * 64, "--json")
+    assert wrong.exit_code == 20
+    (mismatch,) = json_out(wrong)["mismatches"]
+    assert (mismatch["table"], mismatch["field"]) == ("audit_log", "chain_sha256")
+
+
+def test_an_older_head_is_still_reached_after_the_store_grows(
+    cli: Invoke, store_path: Path, clock: FakeClock
+) -> None:
+    store = open_store(store_path)
+    start(store, clock)
+    head = cli("verify", "--head").stdout.strip()
+    start(store, clock)
+    store.close()
+    assert cli("verify", "--head").stdout.strip() != head
+    assert cli("verify", "--expect-head", head).exit_code == 0
+
+
+def test_an_unknown_operation_or_a_missing_store_is_bad_input(
+    cli: Invoke, store_path: Path, clock: FakeClock, tmp_path: Path
+) -> None:
+    missing = cli("verify")
+    assert missing.exit_code == 2 and "no store" in missing.stderr
+    assert not store_path.exists()
+    demo_store(store_path, clock)
+    unknown = cli("verify", "op_nope")
+    assert unknown.exit_code == 2 and "op_nope" in unknown.stderr

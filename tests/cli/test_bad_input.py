@@ -1,0 +1,146 @@
+"""Bad input gets exit 2 and one clear, specific line: never a traceback, never a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.cli import Invoke
+from support.paths import REFUND_OPENAI, REGISTRY, TASK
+
+BROKEN_REGISTRIES = {
+    "yaml_syntax": ("registry: x\ntools: [unclosed\n", ""),
+    "missing_handler": (
+        REGISTRY.read_text().replace(
+            "toolloop_cli.examples.refunds:get_order", "toolloop_cli.examples.nowhere:get_order"
+        ),
+        "tools.get_order.handler",
+    ),
+    "unknown_risk": (
+        REGISTRY.read_text().replace("risk: read", "risk: harmless", 1),
+        "tools.get_order.risk",
+    ),
+    "invalid_schema": (
+        REGISTRY.read_text().replace("type: object", "type: objekt", 1),
+        "tools.get_order.parameters",
+    ),
+}
+
+
+def _duplicate_tool(text: str) -> str:
+    start = text.index("  get_order:")
+    end = text.index("  create_refund_draft:")
+    return text[:end] + text[start:end] + text[end:]
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_REGISTRIES))
+def test_registry_check_and_run_name_the_yaml_path(cli: Invoke, tmp_path: Path, case: str) -> None:
+    text, yaml_path = BROKEN_REGISTRIES[case]
+    path = tmp_path / "broken.yaml"
+    path.write_text(text)
+    check = cli("registry", "check", str(path))
+    assert check.exit_code == 2
+    assert yaml_path in check.stderr
+    assert "Traceback" not in check.output
+    run = cli("run", TASK, "--registry", str(path), "--transcript", str(REFUND_OPENAI))
+    assert run.exit_code == 2
+    assert yaml_path in run.stderr
+    assert "Traceback" not in run.output
+
+
+def test_duplicate_tool_names_are_reported(cli: Invoke, tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(_duplicate_tool(REGISTRY.read_text()))
+    check = cli("registry", "check", str(path))
+    assert check.exit_code == 2
+    assert "tools.get_order" in check.stderr and "duplicate" in check.stderr
+
+
+def test_every_problem_is_listed(cli: Invoke, tmp_path: Path) -> None:
+    text = (
+        REGISTRY.read_text()
+        .replace("risk: read", "risk: harmless", 1)
+        .replace("toolloop_cli.examples.refunds:submit_refund", "nowhere.at.all:submit")
+    )
+    path = tmp_path / "two.yaml"
+    path.write_text(text)
+    check = cli("registry", "check", str(path))
+    assert check.exit_code == 2
+    assert "tools.get_order.risk" in check.stderr
+    assert "tools.submit_refund.handler" in check.stderr
+
+
+def test_the_shipped_registry_checks_clean(cli: Invoke) -> None:
+    check = cli("registry", "check", str(REGISTRY))
+    assert check.exit_code == 0
+    assert "ok" in check.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("interactions: [unclosed\n", "not valid YAML"),
+        ("version: 1\n", "interactions"),
+        ("interactions: []\n", "interaction"),
+        (
+            "interactions:\n- request: {method: POST, uri: 'https://example.com/v9/chat', "
+            "body: '{}', headers: {}}\n  response: {status: {code: 200, message: OK}, "
+            "headers: {}, body: {string: '{}'}}\n",
+            "known provider",
+        ),
+    ],
+)
+def test_a_malformed_cassette_is_one_clear_line(
+    cli: Invoke, tmp_path: Path, content: str, needle: str
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    result = cli("run", TASK, "--registry", str(REGISTRY), "--transcript", str(path))
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1
+    assert "bad.yaml" in lines[0]
+    assert needle.lower() in lines[0].lower()
+
+
+def test_a_missing_cassette_file_is_exit_2(cli: Invoke, tmp_path: Path) -> None:
+    result = cli("run", TASK, "--registry", str(REGISTRY), "--transcript", str(tmp_path / "no"))
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+def test_unknown_operation_is_exit_2(cli: Invoke) -> None:
+    result = cli("show", "op_doesnotexist")
+    assert result.exit_code == 2
+    assert "no operation op_doesnotexist" in result.stderr
+
+
+def test_both_or_neither_source_is_a_usage_error(cli: Invoke) -> None:
+    result = cli("run", TASK, "--registry", str(REGISTRY))
+    assert result.exit_code == 2
+    assert "--transcript" in result.stderr
+
+
+def test_a_live_provider_without_its_key_names_the_variable(cli: Invoke) -> None:
+    result = cli(
+        "run",
+        TASK,
+        "--registry",
+        str(REGISTRY),
+        "--provider",
+        "openai",
+        "--model",
+        "gpt-4.1",
+        env={"OPENAI_API_KEY": ""},
+    )
+    assert result.exit_code == 2
+    assert "OPENAI_API_KEY" in result.stderr
+
+
+def test_json_errors_are_one_object(cli: Invoke) -> None:
+    import json
+
+    result = cli("show", "op_nope", "--json")
+    assert result.exit_code == 2
+    payload = json.loads(result.stdout)
+    assert payload["error_type"] == "OperationNotFound"

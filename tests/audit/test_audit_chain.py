@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.clock import FakeClock
-from test_verify_cli import approval_of, start
+from support.stores import approval_of, start
 
 from toolloop_cli.audit.binding import call_binding_sha256, result_sha256
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from support.cli import json_out
 from support.clock import FakeClock
-from test_verify_cli import demo_store
+from support.stores import demo_store
 from typer.testing import CliRunner
 
 from toolloop_cli.audit.rows import StoreRows

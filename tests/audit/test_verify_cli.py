@@ -7,46 +7,9 @@ from pathlib import Path
 
 from support.cli import Invoke, json_out
 from support.clock import FakeClock
-from support.paths import REFUND_OPENAI, REGISTRY, TASK
+from support.stores import demo_store, start
 
-from toolloop_cli.service import approvals, operations
-from toolloop_cli.store import Store, open_store
-
-
-def start(store: Store, clock: FakeClock) -> str:
-    options = operations.RunOptions(task=TASK, registry=REGISTRY, transcript=REFUND_OPENAI)
-    return operations.start(store, options, clock=clock).operation.operation_id
-
-
-def approval_of(store: Store, operation_id: str) -> str:
-    (apr,) = [a for a in store.approvals(operation_id) if a.status == "PENDING"]
-    return apr.approval_id
-
-
-def demo_store(path: Path, clock: FakeClock) -> dict[str, str]:
-    """A store holding a completed, a paused, a denied and an expired refund operation."""
-    store = open_store(path)
-    ops: dict[str, str] = {}
-    ops["completed"] = start(store, clock)
-    approvals.approve(store, approval_of(store, ops["completed"]), "ops-lead", clock=clock)
-    operations.resume(store, ops["completed"], clock=clock)
-    ops["denied"] = start(store, clock)
-    apr = approval_of(store, ops["denied"])
-    approvals.approve(store, apr, "finance", deny=True, reason="customer is abroad", clock=clock)
-    operations.resume(store, ops["denied"], clock=clock)
-    ops["expired"] = start(store, clock)
-    clock.advance(3600)
-    operations.resume(store, ops["expired"], clock=clock)
-    ops["paused"] = start(store, clock)
-    states = {name: store.get_operation(op).state.value for name, op in ops.items()}
-    assert states == {
-        "completed": "COMPLETED",
-        "denied": "COMPLETED",
-        "expired": "COMPLETED",
-        "paused": "WAITING_APPROVAL",
-    }
-    store.close()
-    return ops
+from toolloop_cli.store import open_store
 
 
 def test_an_honest_store_verifies_with_counts(

@@ -205,7 +205,8 @@ def test_continuing_after_the_tool_was_removed_reports_the_outcome_unknown(
     tmp_path: Path,
 ) -> None:
     """The once-more reconcile on continue asks only a tool that is still the one allowed."""
-    text = SERVICE.read_text().replace("fake_refund_service:", "harness.fake_refund_service:")
+    module = "support.harness.fake_refund_service:"
+    text = SERVICE.read_text().replace("fake_refund_service:", module)
     registry = tmp_path / "service.yaml"
     registry.write_text(text)
     store = open_store(tmp_path / "store.db")

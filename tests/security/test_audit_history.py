@@ -22,10 +22,9 @@ import pytest
 from support.cli import json_out
 from support.clock import FakeClock
 from support.harness.fake_refund_service import wait_for_handlers
-from support.paths import REGISTRY, ROOT
-from support.scripted import GUARDS, call, final
-from test_engine_intents import repeated_answer, reuse_script
-from test_verify_cli import approval_of, demo_store, start
+from support.paths import HARNESS, REGISTRY, ROOT
+from support.scripted import GUARDS, call, final, repeated_answer, reuse_script
+from support.stores import approval_of, demo_store, start
 from typer.testing import CliRunner
 
 from toolloop_cli.adapters.scripted import ScriptedTransport
@@ -390,7 +389,7 @@ def test_a_result_rewritten_in_place_is_caught_by_what_the_model_was_sent(
 # -- no false positives: every kind of store the engine writes verifies clean ------------------
 
 BRANCHES = ROOT / "transcripts" / "branches"
-SERVICE = ROOT / "tests" / "harness" / "service.yaml"
+SERVICE = HARNESS / "service.yaml"
 
 
 @pytest.mark.timeout(600)

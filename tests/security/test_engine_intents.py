@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from support.paths import REGISTRY
-from support.scripted import GUARDS, call, final
+from support.scripted import GUARDS, answer, call, final, repeated_answer, reuse_script
 
 from toolloop_cli.adapters.scripted import ScriptedTransport
 from toolloop_cli.engine.loop import OperationTerminal
@@ -53,10 +53,6 @@ tools:
       required: [msg]
       additionalProperties: false
 """
-
-
-def answer(response_id: str, *calls: dict[str, Any]) -> dict[str, Any]:
-    return {"id": response_id, "calls": list(calls)}
 
 
 @pytest.fixture
@@ -116,15 +112,6 @@ def test_a_reproposed_intent_whose_outcome_is_unknown_is_not_attempted_again(
 # -- L7 -------------------------------------------------------------------------------------
 
 
-def repeated_answer() -> list[dict[str, Any]]:
-    """The review's samerid.yaml: a second answer with the first one's response and call id."""
-    return [
-        answer("resp_SAME", call("echo", {"n": 1}, "call_X")),
-        answer("resp_SAME", call("echo", {"n": 2}, "call_X")),
-        final("done"),
-    ]
-
-
 def test_an_answer_repeating_an_earlier_response_and_call_id_fails_the_operation(
     store: Store,
 ) -> None:
@@ -145,25 +132,6 @@ def test_an_answer_repeating_an_earlier_response_and_call_id_fails_the_operation
 
 
 # -- H1: a call id reused across turns --------------------------------------------------------
-
-
-def reuse_script() -> list[dict[str, Any]]:
-    """The review's reuse.yaml: the irreversible call takes the id of a 1-cent draft."""
-    return [
-        answer(
-            "resp_t0",
-            call("create_refund_draft", {"order_id": "ord_1001", "amount_cents": 1}, "call_X"),
-        ),
-        answer(
-            "resp_t1",
-            call("create_refund_draft", {"order_id": "ord_1001", "amount_cents": 4999}, "call_Y"),
-        ),
-        answer(
-            "resp_t2",
-            call("submit_refund", {"order_id": "ord_1001", "amount_cents": 4999}, "call_X"),
-        ),
-        final("done"),
-    ]
 
 
 def test_a_call_id_reused_in_a_later_turn_is_invalid_never_run_nor_offered_for_approval(

@@ -12,20 +12,16 @@ import base64
 import hashlib
 import json
 import os
-import signal
 import sqlite3
 import struct
-import subprocess
-import sys
-import time
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 from support.cli import Invoke
+from support.measured import Measured, run_measured
 from support.paths import REFUND_OPENAI, REGISTRY, ROOT, TASK
 
 from toolloop_cli.store import open_store
@@ -40,48 +36,11 @@ URI = "https://api.openai.com/v1/responses"
 REQUEST = json.dumps({"model": "gpt-4.1", "input": [{"role": "user", "content": "hi"}]})
 
 
-@dataclass
-class Finished:
-    code: int
-    stderr: str
-    seconds: float
-    max_rss_kib: int
-
-
-#: Run by a small launcher process: a child forked straight from pytest would start with
-#: pytest's pages counted in its ru_maxrss (Linux carries the pre-exec peak across exec).
-#: The launcher sets the guard, runs toolloop, and writes the child's peak RSS from wait4.
-_LAUNCHER = """
-import os, resource, subprocess, sys
-resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
-child = subprocess.Popen([sys.executable, "-m", "toolloop_cli", *sys.argv[2:]])
-_, status, usage = os.wait4(child.pid, 0)
-with open(sys.argv[1], "w") as out:
-    out.write(str(usage.ru_maxrss))
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
-
-
-def run_child(args: list[str], cwd: Path, timeout_s: float = 120.0) -> Finished:
+def run_child(args: list[str], cwd: Path, timeout_s: float = 120.0) -> Measured:
     """``python -m toolloop_cli ARGS`` in a child; its own peak RSS from ``wait4``."""
-    rss = cwd / "child.maxrss"
-    launcher = _LAUNCHER.format(limit=GUARD_AS_BYTES)
-    started = time.monotonic()
-    child = subprocess.Popen(
-        [sys.executable, "-c", launcher, str(rss), *args],
-        cwd=cwd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        _, err = child.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.communicate()
-        raise AssertionError(f"toolloop {args[0]} still running after {timeout_s} s") from None
-    seconds = time.monotonic() - started
-    return Finished(child.returncode, err.decode(errors="replace"), seconds, int(rss.read_text()))
+    done = run_measured(args, cwd, timeout_s=timeout_s, address_space_bytes=GUARD_AS_BYTES)
+    assert not done.killed, f"toolloop {args[0]} still running after {timeout_s} s"
+    return done
 
 
 def one_line(text: str) -> str:

@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sqlite3
-import subprocess
-import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hostile_provider import HostileProvider, MiB
 from support.cli import Invoke, json_out
+from support.measured import Measured, run_measured
 from support.paths import REGISTRY, TASK
 
 from toolloop_cli.adapters.openai_responses import MAX_BODY_BYTES
@@ -82,14 +78,8 @@ def operation_count(store: Path) -> int:
 # -- the child process ------------------------------------------------------------------------
 
 
-@dataclass
-class Child:
-    code: int
-    stdout: str
-    stderr: str
-    max_rss_kib: int
-    seconds: float
-    killed: bool
+class Child(Measured):
+    """A finished child whose one line of ``--json`` output can be read."""
 
     def view(self) -> dict[str, Any]:
         lines = [line for line in self.stdout.splitlines() if line.strip()]
@@ -99,47 +89,16 @@ class Child:
 
 
 def run_child(args: list[str], env: dict[str, str], cwd: Path, timeout_s: float = 60) -> Child:
-    """``python -m toolloop_cli ARGS`` in ``cwd``; its exit, output, peak RSS and wall time."""
+    """``python -m toolloop_cli ARGS`` in ``cwd``; its exit, output, own peak RSS and wall time."""
     base = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("OPENAI_", "ANTHROPIC_", "GEMINI_", "TOOLLOOP_"))
     }
-    out, err = cwd / "child.stdout", cwd / "child.stderr"
-    started = time.monotonic()
-    with out.open("wb") as stdout, err.open("wb") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "toolloop_cli", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-            env={**base, **env},
-            cwd=cwd,
-        )
-        try:
-            resource.prlimit(proc.pid, resource.RLIMIT_AS, (_CHILD_AS_BYTES, _CHILD_AS_BYTES))
-        except (ProcessLookupError, ValueError):  # pragma: no cover - it already ended
-            pass
-        killed = False
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() - started > timeout_s:
-                proc.kill()
-                killed = True
-                pid, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.05)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    return Child(
-        code=proc.returncode,
-        stdout=out.read_text(errors="replace"),
-        stderr=err.read_text(errors="replace"),
-        max_rss_kib=usage.ru_maxrss,
-        seconds=time.monotonic() - started,
-        killed=killed,
+    done = run_measured(
+        args, cwd, env={**base, **env}, timeout_s=timeout_s, address_space_bytes=_CHILD_AS_BYTES
     )
+    return Child(**vars(done))
 
 
 def assert_bounded(child: Child) -> None:

@@ -31,6 +31,38 @@ def final(text: str = "done", **extra: Any) -> dict[str, Any]:
     return {"text": text, **extra}
 
 
+def answer(response_id: str, *calls: dict[str, Any]) -> dict[str, Any]:
+    return {"id": response_id, "calls": list(calls)}
+
+
+def repeated_answer() -> list[dict[str, Any]]:
+    """The review's samerid.yaml: a second answer with the first one's response and call id."""
+    return [
+        answer("resp_SAME", call("echo", {"n": 1}, "call_X")),
+        answer("resp_SAME", call("echo", {"n": 2}, "call_X")),
+        final("done"),
+    ]
+
+
+def reuse_script() -> list[dict[str, Any]]:
+    """The review's reuse.yaml: the irreversible call takes the id of a 1-cent draft."""
+    return [
+        answer(
+            "resp_t0",
+            call("create_refund_draft", {"order_id": "ord_1001", "amount_cents": 1}, "call_X"),
+        ),
+        answer(
+            "resp_t1",
+            call("create_refund_draft", {"order_id": "ord_1001", "amount_cents": 4999}, "call_Y"),
+        ),
+        answer(
+            "resp_t2",
+            call("submit_refund", {"order_id": "ord_1001", "amount_cents": 4999}, "call_X"),
+        ),
+        final("done"),
+    ]
+
+
 def run_script(
     store: Store, answers: Sequence[Answer], registry: Path = GUARDS, **overrides: Any
 ) -> tuple[StepResult, ScriptedTransport]:

@@ -49,10 +49,11 @@ from ._anthropic_stream import AnthropicStream
 from ._errors import ANTHROPIC
 from ._json import parse_arguments
 from ._stream import EventSink, dumps_arguments, no_events
+from .providers import default_base_url
 
 __all__ = ["API_VERSION", "DEFAULT_BASE_URL", "DEFAULT_MAX_TOKENS", "AnthropicMessagesAdapter"]
 
-DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_BASE_URL = default_base_url("anthropic", "messages")
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 

@@ -43,10 +43,11 @@ from ._errors import GEMINI
 from ._gemini_stream import SYNTHETIC_PREFIX, GenerateStream, synthetic_call_id
 from ._json import parse_arguments
 from ._stream import EventSink, dumps_arguments, no_events
+from .providers import default_base_url
 
 __all__ = ["DEFAULT_BASE_URL", "SYNTHETIC_PREFIX", "GeminiGenerateAdapter", "synthetic_call_id"]
 
-DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
+DEFAULT_BASE_URL = default_base_url("gemini", "generate_content")
 
 _PROVIDER = "gemini"
 _REFUSALS = frozenset(

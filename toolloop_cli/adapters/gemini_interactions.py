@@ -50,10 +50,11 @@ from ._errors import GEMINI, classify_stream_error
 from ._gemini_stream import InteractionsStream
 from ._json import parse_arguments
 from ._stream import EventSink, dumps_arguments, no_events
+from .providers import default_base_url
 
 __all__ = ["API_REVISION", "DEFAULT_BASE_URL", "MARKER", "GeminiInteractionsAdapter"]
 
-DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
+DEFAULT_BASE_URL = default_base_url("gemini", "interactions")
 API_REVISION = "2026-05-20"
 #: ``type`` of the local conversation item that stands for one answered interaction.
 MARKER = "interaction"

@@ -45,10 +45,11 @@ from ._answer import MAX_BODY_BYTES, parse_answer, usage_from
 from ._errors import OPENAI, classify_body_failure
 from ._openai_stream import OpenAIStream
 from ._stream import EventSink, no_events
+from .providers import default_base_url
 
 __all__ = ["DEFAULT_BASE_URL", "MAX_BODY_BYTES", "OpenAIResponsesAdapter"]
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_BASE_URL = default_base_url("openai", "responses")
 #: Largest answer (JSON or event stream) read from the provider.
 
 _PROVIDER = "openai"

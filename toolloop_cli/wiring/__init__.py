@@ -8,12 +8,13 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from toolloop_cli.adapters.providers import BASE_URL_ENV, BY_NAME, ProviderSpec
 from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ports import Clock, ModelAdapter, Toolbox, Transport
@@ -26,46 +27,8 @@ from toolloop_cli.tools.dispatcher import execute as run_handler, reconcile as r
 from toolloop_cli.tools.registry import Registry, ToolDef, load_registry
 from toolloop_cli.wiring import failpoints, pricing
 
-#: Where live providers are reached, and which environment variables configure them.
-PROVIDERS: dict[str, dict[str, str]] = {
-    # a scripted model for tests and demos: no key, no network; its transport is handed in
-    "scripted": {
-        "api_family": "scripted",
-        "key_env": "",
-        "base_env": "",
-        "base_url": "scripted://model",
-    },
-    # name given to --provider → provider as stored on the operation, API family, key and
-    # base-URL variables, default base URL (each SDK's convention: OpenAI's includes /v1)
-    "openai": {
-        "provider": "openai",
-        "api_family": "responses",
-        "key_env": "OPENAI_API_KEY",
-        "base_env": "OPENAI_BASE_URL",
-        "base_url": "https://api.openai.com/v1",
-    },
-    "anthropic": {
-        "provider": "anthropic",
-        "api_family": "messages",
-        "key_env": "ANTHROPIC_API_KEY",
-        "base_env": "ANTHROPIC_BASE_URL",
-        "base_url": "https://api.anthropic.com",
-    },
-    "gemini": {
-        "provider": "gemini",
-        "api_family": "interactions",
-        "key_env": "GEMINI_API_KEY",
-        "base_env": "GEMINI_BASE_URL",
-        "base_url": "https://generativelanguage.googleapis.com",
-    },
-    "gemini-generate": {
-        "provider": "gemini",
-        "api_family": "generate_content",
-        "key_env": "GEMINI_API_KEY",
-        "base_env": "GEMINI_BASE_URL",
-        "base_url": "https://generativelanguage.googleapis.com",
-    },
-}
+#: ``--provider`` name → where it is reached live and how (the provider table's entries)
+PROVIDERS: Mapping[str, ProviderSpec] = BY_NAME
 
 
 class RegistryToolbox:
@@ -188,14 +151,14 @@ def live_transport(provider: str) -> Transport:
     info = PROVIDERS.get(provider)
     if info is None:
         raise UsageError(f"unknown provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}")
-    if not info["key_env"]:
+    if not info.key_env:
         raise UsageError(f"the {provider} provider has no live transport")
-    key = os.environ.get(info["key_env"], "")
+    key = os.environ.get(info.key_env, "")
     if not key:
-        raise UsageError(f"{info['key_env']} is not set: the {provider} provider needs an API key")
+        raise UsageError(f"{info.key_env} is not set: the {provider} provider needs an API key")
     problem = key_problem(key)
     if problem is not None:
-        raise UsageError(f"{info['key_env']} {problem}; fix the variable")
+        raise UsageError(f"{info.key_env} {problem}; fix the variable")
     raw = os.environ.get("TOOLLOOP_REQUEST_TIMEOUT_S", "").strip()
     try:
         limit = float(raw) if raw else REQUEST_TIMEOUT_S
@@ -206,7 +169,7 @@ def live_transport(provider: str) -> Transport:
             f"TOOLLOOP_REQUEST_TIMEOUT_S must be a positive number of seconds, not {raw!r}"
         )
     return LiveTransport(
-        info.get("provider", provider),
+        info.provider,
         key,
         request_timeout_s=limit,
         allow_insecure_http=_insecure_http_allowed(),
@@ -222,11 +185,11 @@ def base_url(provider: str) -> str:
     from toolloop_cli.adapters.live import plaintext_host
 
     info = PROVIDERS[provider]
-    url = (info["base_env"] and os.environ.get(info["base_env"])) or info["base_url"]
+    url = (info.base_env and os.environ.get(info.base_env)) or info.base_url
     host = plaintext_host(url)
     if host is not None and not _insecure_http_allowed():
         raise UsageError(
-            f"{info['base_env']} is plaintext http:// to {host}, which is not loopback: the key "
+            f"{info.base_env} is plaintext http:// to {host}, which is not loopback: the key "
             "would travel unencrypted; use https://, or set TOOLLOOP_ALLOW_INSECURE_HTTP=1"
         )
     return url
@@ -237,8 +200,8 @@ def stored_base_url(provider: str, stored: str | None) -> str | None:
     environment's URL is used when it is the same URL once scrubbed."""
     from toolloop_cli.transcripts.cassette import scrub_uri
 
-    info = PROVIDERS.get(provider)
-    current = os.environ.get(info["base_env"]) if info and info["base_env"] else None
+    env = BASE_URL_ENV.get(provider, ("", ""))[0]
+    current = os.environ.get(env) if env else None
     return current if stored and current and scrub_uri(current) == stored else stored
 
 

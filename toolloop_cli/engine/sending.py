@@ -32,6 +32,7 @@ def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
             name=call.name,
             is_error=envelopes.is_error(call.model_result),
             content=call.model_result,
+            provider_type=_provider_type(deps, call.name),
         )
         for call in calls
         if call.state in CALL_HAS_RESULT and call.model_result is not None
@@ -51,3 +52,9 @@ def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
     with deps.store.transaction():
         deps.store.append_items(op.operation_id, items)
         return transition(deps, op, OpState.MODEL_REQUESTED, f"{len(calls)} result(s) sent back")
+
+
+def _provider_type(deps: Deps, name: str) -> str | None:
+    """The provider-defined type of the tool a call names (None: a function, or unknown)."""
+    tool = deps.toolbox.lookup(name)
+    return tool.provider_type if tool is not None else None

@@ -25,17 +25,13 @@ from toolloop_cli.engine.states import OpState
 from toolloop_cli.engine.types import JSONObject, ModelSettings
 from toolloop_cli.errors import TranscriptError, UsageError
 from toolloop_cli.replay.decisions import Decisions, ReplayClock, drive
-from toolloop_cli.replay.deps import Plan, meta_list, plan_deps, policy_toolbox
+from toolloop_cli.replay.deps import Plan, meta_list, plan_deps, policy_toolbox, recorded_table
 from toolloop_cli.replay.divergence import (
     Divergence,
     compare_outcome,
     compare_requests,
 )
-from toolloop_cli.replay.recorded_tools import (
-    recorded_results,
-    results_reader,
-)
-from toolloop_cli.replay.shapes import recorded_settings, task_text
+from toolloop_cli.replay.shapes import conversation_items, recorded_settings, task_text
 from toolloop_cli.replay.split import Conversation, Skipped, split_conversations
 from toolloop_cli.store import Store
 from toolloop_cli.tools.registry import Registry, load_registry
@@ -129,8 +125,7 @@ def _replay_one(
     with store.transaction():
         store.insert_operation(op)
         store.log_transition(op.operation_id, "operation", None, op.state.value, op.created_at)
-        items = deps.adapter.start(op.task, ModelSettings(**op.settings))
-        store.append_items(op.operation_id, items)
+        store.append_items(op.operation_id, _seed(plan, op))
     waiting, refused = drive(store, deps, op.operation_id, _decisions(plan, options))
     assert isinstance(deps.transport, ReplayTransport)
     divergences = refused + _divergences(store, deps, op.operation_id, plan, options, waiting)
@@ -144,6 +139,21 @@ def _replay_one(
         waiting,
         Path(data_dir) if data_dir else None,
     )
+
+
+def _seed(plan: Plan, op: OperationRecord) -> list[JSONObject]:
+    """The conversation the operation starts from: its first recorded request's, as recorded.
+
+    For a request that already carries earlier calls and their results (another run's
+    history, or the turns before a new user message), those are history: sent again as they
+    were, never executed. A recording without them starts from the task alone.
+    """
+    conversation = plan.conversation
+    items = conversation_items(conversation.api, conversation.bodies[0])
+    if items:
+        return items
+    adapter = make_adapter(*conversation.api)
+    return adapter.start(op.task, ModelSettings(**op.settings))
 
 
 def _start_time(meta: dict[str, Any]) -> datetime:
@@ -162,11 +172,15 @@ def _new_operation(
     conversation, meta = plan.conversation, plan.meta
     first = conversation.interactions[0].request
     body = first.json()
-    task = task_text(conversation.api, body) or meta.get("task")
-    if not isinstance(task, str) or not task:
+    task = meta.get("task") if isinstance(meta.get("task"), str) else None
+    if task is None:
+        task = task_text(conversation.api, body)
+    if task is None and conversation_items(conversation.api, body):
+        task = ""  # the conversation says no words of its own (the prompt is the instructions)
+    if not isinstance(task, str):
         raise TranscriptError(
             f"transcript {plan.cassette.path}: conversation {index + 1}: the first request "
-            "carries no user input to take the task from"
+            "carries no conversation to start from"
         )
     settings = _settings(conversation, body, first.uri, meta)
     provider, api_family = conversation.api
@@ -247,8 +261,7 @@ def _decisions(plan: Plan, options: ReplayOptions) -> Decisions:
     recorded = {a["call_id"]: a for a in meta_list(plan.meta, "approvals") if "call_id" in a}
     answered: set[str] = set()
     if plan.mode == "recorded":
-        adapter = make_adapter(*plan.conversation.api)
-        answered = set(recorded_results(adapter, plan.conversation))
+        answered = {call_id for turn in recorded_table(plan.conversation) for call_id in turn}
     return Decisions(
         recorded=recorded,
         policy=plan.registry.policy if plan.registry is not None else None,
@@ -268,12 +281,16 @@ def _divergences(
     transport = deps.transport
     assert isinstance(transport, ReplayTransport)
     conversation = plan.conversation
+    made: list[list[str]] = [[] for _ in transport.sent]  # the engine's calls, per answer
+    for call in store.calls(op_id):
+        if 0 <= call.turn_idx < len(made):
+            made[call.turn_idx].append(call.call_id)
     found = compare_requests(
         conversation.api,
         [request.body for request in transport.sent],
         conversation.bodies,
         strict=options.strict_requests,
-        read_results=results_reader(deps.adapter),
+        calls=made,
     )
     if waiting:  # stopped for a person: what was not sent yet is not a divergence
         found = [d for d in found if d.kind != "missing_request"]

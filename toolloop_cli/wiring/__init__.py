@@ -32,15 +32,24 @@ PROVIDERS: Mapping[str, ProviderSpec] = BY_NAME
 
 
 class RegistryToolbox:
-    """The engine's ``Toolbox`` over a loaded registry: exact-name lookup, strict checks."""
+    """The engine's ``Toolbox`` over a loaded registry: exact-name lookup, strict checks.
+
+    A provider-defined tool exists only for its own provider: with ``provider`` given, the
+    others' are neither declared nor found (a call to one is a call to an unknown tool).
+    """
 
     def __init__(
-        self, registry: Registry, data_dir: Path, now: Callable[[], float] = time.time
+        self,
+        registry: Registry,
+        data_dir: Path,
+        now: Callable[[], float] = time.time,
+        provider: str | None = None,
     ) -> None:
         self.registry = registry
         self.data_dir = data_dir
         self.now = now  # the engine's clock, so deadlines and timeouts agree
-        self._specs = registry.tool_specs()
+        self.provider = provider
+        self._specs = [spec for spec in registry.tool_specs() if spec.provider in (None, provider)]
 
     @property
     def registry_sha256(self) -> str:
@@ -59,7 +68,7 @@ class RegistryToolbox:
 
     def lookup(self, name: str) -> ToolInfo | None:
         tool = self.registry.get(name)
-        if tool is None:
+        if tool is None or (tool.provider_tool and tool.provider_tool.provider != self.provider):
             return None
         return ToolInfo(
             name=tool.name,
@@ -71,6 +80,7 @@ class RegistryToolbox:
             max_argument_bytes=tool.max_argument_bytes,
             has_reconcile=tool.reconcile is not None,
             sequential=tool.sequential,
+            provider_type=tool.provider_tool.type if tool.provider_tool else None,
         )
 
     def validate(self, name: str, arguments: JSONObject) -> list[str]:
@@ -234,7 +244,9 @@ def deps_for(
         if registry is None:
             raise UsageError(f"operation {op.operation_id} needs its registry to run tools")
         data_dir = Path(source["data_dir"]) if source.get("data_dir") else store.data_dir
-        toolbox = RegistryToolbox(registry, data_dir, lambda: engine_clock.now().timestamp())
+        toolbox = RegistryToolbox(
+            registry, data_dir, lambda: engine_clock.now().timestamp(), provider=op.provider
+        )
     if source.get("record"):
         transport = recording_transport(store, op, transport, toolbox)
     deps = Deps(

@@ -28,7 +28,6 @@ from recordings import (
     write,
 )
 
-from toolloop_cli.replay.deps import recorded_table
 from toolloop_cli.replay.split import split_conversations
 from toolloop_cli.transcripts import load_cassette
 
@@ -197,6 +196,8 @@ def reused_ids(tmp_path: Path) -> Path:
 def test_recorded_results_are_kept_per_turn_never_by_id_over_the_conversation(
     tmp_path: Path,
 ) -> None:
+    from toolloop_cli.replay.deps import recorded_table
+
     (conversation,) = split_conversations(load_cassette(reused_ids(tmp_path))).conversations
     table = recorded_table(conversation)
     assert [{k: r.value for k, r in turn.items()} for turn in table] == [

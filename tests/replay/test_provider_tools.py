@@ -308,3 +308,48 @@ def test_an_openai_client_tool_search_is_a_call_answered_by_its_output_item(
         ("get_exchange_rate", "SUCCEEDED", 0.92),
     ]
     assert out["calls"][0]["arguments"] == {"queries": ["exchange rate USD EUR"]}
+
+
+def test_a_server_executed_tool_search_is_carried_never_taken_for_a_call_or_a_result(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """OpenAI's own (server) tool search: its call and output items are the model's output,
+    echoed back in the next request, and not a result the client sent."""
+    server_call = {
+        "type": "tool_search_call",
+        "id": "tsc_0ab0",
+        "call_id": None,
+        "execution": "server",
+        "status": "completed",
+        "arguments": {"paths": ["get_exchange_rate"]},
+    }
+    server_out = {
+        "type": "tool_search_output",
+        "id": "tso_0ab0",
+        "call_id": None,
+        "execution": "server",
+        "status": "completed",
+        "tools": [RATE],
+    }
+    rate = oa_call("call_S3", "get_exchange_rate", {"base": "USD", "quote": "EUR"})
+    user = {"role": "user", "content": "USD to EUR?"}
+    echoed = [server_call, server_out, {**rate, "namespace": "get_exchange_rate"}]
+    body = {"model": "gpt-5.4", "tools": [{"type": "tool_search"}, RATE]}
+    path = write(
+        tmp_path,
+        [
+            exchange(
+                OPENAI,
+                {**body, "input": [user]},
+                oa_response("r1", [server_call, server_out, rate]),
+            ),
+            exchange(
+                OPENAI,
+                {**body, "input": [user, *echoed, oa_output("call_S3", "1 USD = 0.92 EUR")]},
+                oa_response("r2", [oa_text("0.92.")]),
+            ),
+        ],
+    )
+    code, out = replay(cli, path)
+    assert (code, out["state"], out["divergences"]) == (0, "COMPLETED", [])
+    assert calls(out) == [("get_exchange_rate", "SUCCEEDED", "1 USD = 0.92 EUR")]

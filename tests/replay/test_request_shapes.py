@@ -475,3 +475,67 @@ def test_a_recording_that_ends_on_a_call_nobody_answered_stops_there(
     )
     assert len(out["turns"]) == 1
     assert json.dumps(out["calls"][0]["result"]).count("not_executed") == 1
+
+
+def test_a_history_toolloop_would_not_send_is_one_clear_line_and_nothing_written(
+    cli: Invoke, tmp_path: Path, store_path: Path
+) -> None:
+    """A first request whose history has a tool_use not answered in the next message (two
+    assistant messages in a row): toolloop refuses to send such a conversation, so the
+    cassette cannot be replayed; nothing is written."""
+    history = [
+        HISTORY[0],
+        {"role": "assistant", "content": [an_use("toolu_a", "get_weather", {"location": "Oslo"})]},
+        {"role": "assistant", "content": [an_text("Let me check.")]},
+        {"role": "user", "content": [an_result("toolu_a", "cold")]},
+    ]
+    body = {"model": "claude-3", "max_tokens": 500, "messages": history, "tools": WEATHER_TOOLS}
+    path = write(
+        tmp_path, [exchange(ANTHROPIC, body, an_message("m", [an_text("Cold.")], "end_turn"))]
+    )
+    result = cli("replay", str(path))
+    assert result.exit_code == 2
+    (line,) = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert "conversation 1" in line and "history toolloop would not send" in line
+    assert json_out(cli("runs", "--json"))["operations"] == []
+
+
+def test_a_result_the_recording_s_client_dropped_is_an_error_for_the_model_not_a_stop(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """The client answered only one of two calls (it rewrote the history): the other is
+    answered with an error saying the recording holds no result, and the run goes on."""
+    user = {"role": "user", "content": "Weather in Oslo and Rome?"}
+    uses = [
+        an_use("toolu_o", "get_weather", {"location": "Oslo"}),
+        an_use("toolu_r", "get_weather", {"location": "Rome"}),
+    ]
+    second = [
+        user,
+        {"role": "assistant", "content": uses},
+        {"role": "user", "content": [an_result("toolu_o", "cold")]},
+    ]
+    body = {"model": "claude-3", "max_tokens": 500, "tools": WEATHER_TOOLS}
+    path = write(
+        tmp_path,
+        [
+            exchange(ANTHROPIC, {**body, "messages": [user]}, an_message("m1", uses, "tool_use")),
+            exchange(
+                ANTHROPIC,
+                {**body, "messages": second},
+                an_message("m2", [an_text("Cold.")], "end_turn"),
+            ),
+        ],
+    )
+    code, out = replay(cli, path)
+    assert out["state"] == "COMPLETED"
+    assert [(c["call_id"], c["state"]) for c in out["calls"]] == [
+        ("toolu_o", "SUCCEEDED"),
+        ("toolu_r", "FAILED"),
+    ]
+    assert out["calls"][1]["result"]["error"] == {
+        "code": "tool_error",
+        "message": "the recording has no result for this call",
+    }
+    assert [(d["kind"], d["call_id"]) for d in out["divergences"]] == [("extra_result", "toolu_r")]
+    assert code == 17

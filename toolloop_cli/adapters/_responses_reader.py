@@ -111,7 +111,8 @@ class ResponsesReader:
                     output = item.get("output")
                     text = only_text(output) if isinstance(output, list) else None
                     found.append(result(item.get("call_id"), output if text is None else text))
-                case "tool_search_output":
+                case "tool_search_output" if item.get("execution") == "client":
+                    # a server-executed search's output is the model's own item, echoed back
                     found.append(result(item.get("call_id"), item.get("tools"), name=TOOL_SEARCH))
                 case _:
                     pass

@@ -10,6 +10,12 @@ then that turn's ``function_call_output`` items; no ``previous_response_id``. Wh
 - every request is rebuildable from the store alone, so ``verify`` can hash the exact bytes and
   ``replay`` can compare them with a recording.
 
+A client-executed tool search (``tool_search_call`` with ``execution: client``, declared as
+the provider-defined ``{"type": "tool_search", "execution": "client"}``) is a call to the tool
+``tool_search`` whose arguments are the item's object; its result goes back as a
+``tool_search_output`` item whose ``tools`` are the result. A server-executed one is carried
+forward like reasoning.
+
 Invariants (see ``engine.ports.ModelAdapter``): ``ProposedCall.call_id`` is the item's
 ``call_id`` (the item ``id`` goes to ``item_id``); arguments are parsed strictly and never
 repaired; only a ``completed`` response whose calls are all ``completed`` yields calls; an

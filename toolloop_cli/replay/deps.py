@@ -104,7 +104,7 @@ def plan_deps(
         results = recorded_table(conversation)
         states = {c["call_id"]: c["state"] for c in meta_list(plan.meta, "calls")}
         policy = policy_toolbox(plan, store.data_dir, clock, cursor)
-        toolbox = RecordedToolbox(policy, results, states, cursor)
+        toolbox = RecordedToolbox(policy, results, states, cursor, foreign=not plan.meta)
     elif plan.registry is not None:
         toolbox = RegistryToolbox(
             plan.registry,

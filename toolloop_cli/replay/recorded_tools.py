@@ -165,11 +165,15 @@ class RecordedToolbox:
         results: Sequence[Mapping[str, RecordedResult]],
         recorded_states: Mapping[str, str] | None = None,
         cursor: Cursor | None = None,
+        foreign: bool = False,
     ) -> None:
         self.policy = policy
         self.results = list(results)
         self.recorded_states = recorded_states or {}
         self.cursor: Cursor = cursor or _Start()
+        #: another tool's recording: a call it holds no result for was never answered there
+        #: (its client rewrote the history), which is an error for the model, not a fault
+        self.foreign = foreign
         #: call ids answered from the recording, in order
         self.answered: list[str] = []
 
@@ -201,7 +205,10 @@ class RecordedToolbox:
     def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution:
         self.answered.append(context.call_id)
         reconciled = self.recorded_states.get(context.call_id) == "RECONCILED"
-        return execution_of(self._result(context.call_id), reconciled=reconciled)
+        result = self._result(context.call_id)
+        if result is None and self.foreign:
+            return ToolExecution("tool_error", error="the recording has no result for this call")
+        return execution_of(result, reconciled=reconciled)
 
     def reconcile(
         self, name: str, arguments: JSONObject, context: CallContext

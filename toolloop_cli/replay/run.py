@@ -23,7 +23,7 @@ from toolloop_cli.engine.ports import Clock
 from toolloop_cli.engine.records import Counters, Guards, OperationRecord
 from toolloop_cli.engine.states import OpState
 from toolloop_cli.engine.types import JSONObject, ModelSettings
-from toolloop_cli.errors import TranscriptError, UsageError
+from toolloop_cli.errors import AdapterError, TranscriptError, UsageError
 from toolloop_cli.replay.decisions import Decisions, ReplayClock, drive
 from toolloop_cli.replay.deps import Plan, meta_list, plan_deps, policy_toolbox, recorded_table
 from toolloop_cli.replay.divergence import (
@@ -103,29 +103,34 @@ def replay(
     cassette = load_cassette(options.cassette)
     split = split_conversations(cassette)
     meta = cassette.metadata.get(METADATA_KEY)
-    operations = []
-    for index, conversation in enumerate(split.conversations):
+    started = []
+    for index, conversation in enumerate(split.conversations):  # all checked before any runs
         own = meta if isinstance(meta, dict) and len(split.conversations) == 1 else {}
         plan = Plan(cassette, conversation, own, registry, mode)
-        operations.append(_replay_one(store, plan, index, options, clock, on_event))
+        engine_clock = clock or ReplayClock(_start_time(plan.meta))
+        op = _new_operation(store, plan, index, options, engine_clock)
+        started.append((plan, op, _seed(plan, op, index), engine_clock))
+    operations = [
+        _replay_one(store, plan, op, seed, options, engine_clock, on_event)
+        for plan, op, seed, engine_clock in started
+    ]
     return ReplayReport(options.cassette, mode, operations, split.skipped)
 
 
 def _replay_one(
     store: Store,
     plan: Plan,
-    index: int,
+    op: OperationRecord,
+    seed: list[JSONObject],
     options: ReplayOptions,
-    clock: Clock | None,
+    engine_clock: Clock,
     on_event: Callable[[str, dict[str, object]], None] | None,
 ) -> ReplayedOperation:
-    engine_clock = clock or ReplayClock(_start_time(plan.meta))
-    op = _new_operation(store, plan, index, options, engine_clock)
     deps = plan_deps(store, op, plan, engine_clock, on_event, None)
     with store.transaction():
         store.insert_operation(op)
         store.log_transition(op.operation_id, "operation", None, op.state.value, op.created_at)
-        store.append_items(op.operation_id, _seed(plan, op))
+        store.append_items(op.operation_id, seed)
     waiting, refused = drive(store, deps, op.operation_id, _decisions(plan, options))
     assert isinstance(deps.transport, ReplayTransport)
     divergences = refused + _divergences(store, deps, op.operation_id, plan, options, waiting)
@@ -141,19 +146,29 @@ def _replay_one(
     )
 
 
-def _seed(plan: Plan, op: OperationRecord) -> list[JSONObject]:
+def _seed(plan: Plan, op: OperationRecord, index: int) -> list[JSONObject]:
     """The conversation the operation starts from: its first recorded request's, as recorded.
 
     For a request that already carries earlier calls and their results (another run's
     history, or the turns before a new user message), those are history: sent again as they
-    were, never executed. A recording without them starts from the task alone.
+    were, never executed. A history the adapter would refuse to send (a ``tool_use`` not
+    answered in the next message) makes the cassette unusable here, before anything is
+    written.
     """
     conversation = plan.conversation
-    items = conversation_items(conversation.api, conversation.bodies[0])
-    if items:
-        return items
     adapter = make_adapter(*conversation.api)
-    return adapter.start(op.task, ModelSettings(**op.settings))
+    settings = ModelSettings(**op.settings)
+    items = conversation_items(conversation.api, conversation.bodies[0])
+    if not items:
+        return adapter.start(op.task, settings)
+    try:
+        adapter.build_request(items, [], settings)
+    except AdapterError as exc:
+        raise TranscriptError(
+            f"transcript {plan.cassette.path}: conversation {index + 1}: its first request "
+            f"holds a history toolloop would not send ({exc})"
+        ) from None
+    return items
 
 
 def _start_time(meta: dict[str, Any]) -> datetime:

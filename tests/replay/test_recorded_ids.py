@@ -241,3 +241,28 @@ def test_a_repeated_identical_call_gets_its_own_recorded_result(
         ("pelican_name", "SUCCEEDED", {"output": "Charles"}),
         ("pelican_name", "SUCCEEDED", {"output": "Sammy"}),
     ]
+
+
+def test_a_made_up_id_the_engine_qualified_with_its_turn_finds_its_recorded_result() -> None:
+    """The engine may make an id the adapter made up unique by its turn (``<id>_t<turn>``)."""
+    from toolloop_cli.engine.types import CallContext, RecordedResult
+    from toolloop_cli.replay.recorded_tools import DeclaredTools, RecordedToolbox
+
+    class Served:
+        answered = 1
+
+    recorded = {"gcall_ab12_0": RecordedResult(None, {"country": "Chile"}, None, "where")}
+    toolbox = RecordedToolbox(
+        DeclaredTools([[]], lambda spec, args: []), [recorded], cursor=Served()
+    )
+
+    def run(call_id: str) -> Any:
+        context = CallContext("op", call_id, "idk", "t", "s", 0.0)
+        return toolbox.execute("where", {}, context)
+
+    assert (run("gcall_ab12_0_t0").status, run("gcall_ab12_0_t0").value) == (
+        "ok",
+        {"country": "Chile"},
+    )
+    assert run("gcall_ab12_0").value == {"country": "Chile"}
+    assert run("gcall_ab12_1_t0").status == "failed"  # another call: no result recorded

@@ -24,7 +24,7 @@ from ._reading import callable_name, loose, result, spec, text_of, uncallable_na
 __all__ = ["GenerateReader", "InteractionsReader", "field"]
 
 _PROVIDER = "gemini"
-_SNAKE = re.compile(r"_([a-z0-9])")
+_SNAKE = r"_([a-z0-9])"
 #: values that are the user's own data: their keys are never respelled
 _OPAQUE = frozenset({"args", "response", "parameters", "parametersJsonSchema", "result"})
 _SIGNATURES = frozenset({"thoughtSignature", "signature"})
@@ -32,7 +32,7 @@ _B64URL = str.maketrans("-_", "+/")
 
 
 def _camel(key: str) -> str:
-    return _SNAKE.sub(lambda m: m.group(1).upper(), key)
+    return re.sub(_SNAKE, lambda m: m.group(1).upper(), key)
 
 
 def field(mapping: Any, name: str) -> Any:

@@ -134,15 +134,11 @@ BASE_URL_ENV: Mapping[str, tuple[str, str]] = {
     spec.provider: (spec.base_env, spec.base_path) for spec in PROVIDERS if spec.base_env
 }
 #: path patterns → (provider, api_family), first match wins
-API_PATHS: tuple[tuple[re.Pattern[str], tuple[str, str]], ...] = tuple(
-    (re.compile(pattern), (spec.provider, spec.family))
-    for spec in PROVIDERS
-    for pattern in spec.paths
+API_PATHS: tuple[tuple[str, tuple[str, str]], ...] = tuple(
+    (pattern, (spec.provider, spec.family)) for spec in PROVIDERS for pattern in spec.paths
 )
-POLL_PATHS: tuple[tuple[re.Pattern[str], tuple[str, str]], ...] = tuple(
-    (re.compile(pattern), (spec.provider, spec.family))
-    for spec in PROVIDERS
-    for pattern in spec.polls
+POLL_PATHS: tuple[tuple[str, tuple[str, str]], ...] = tuple(
+    (pattern, (spec.provider, spec.family)) for spec in PROVIDERS for pattern in spec.polls
 )
 
 
@@ -158,7 +154,7 @@ def detect_api(uri: str) -> tuple[str, str] | None:
     """``(provider, api_family)`` of a model request URI, or ``None`` for any other endpoint."""
     path = urlsplit(uri).path.rstrip("/")
     for pattern, api in API_PATHS:
-        if pattern.search(path):
+        if re.search(pattern, path):  # re caches each pattern compiled
             return api
     return None
 
@@ -167,7 +163,7 @@ def detect_poll(uri: str) -> tuple[tuple[str, str], str] | None:
     """``((provider, api_family), response id)`` of a URI that polls a background answer."""
     path = urlsplit(uri).path.rstrip("/")
     for pattern, api in POLL_PATHS:
-        found = pattern.search(path)
+        found = re.search(pattern, path)
         if found:
             return api, found.group(1)
     return None

@@ -18,6 +18,7 @@ walks the same path it walked when it was recorded.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -51,6 +52,8 @@ DEFAULT_MAX_ARGUMENT_BYTES = 65_536
 _FUNCTION_TYPES = frozenset({"function", "custom"})
 
 SchemaCheck = Callable[[ToolSpec, JSONObject], list[str]]
+#: an id the engine qualified with its turn
+_QUALIFIED = re.compile(r"(.+)_t[0-9]+")
 
 
 class Cursor(Protocol):
@@ -199,8 +202,14 @@ class RecordedToolbox:
         return self.policy.validate(name, arguments)
 
     def _result(self, call_id: str) -> RecordedResult | None:
+        """The result recorded for a call of the answer served last. The engine may qualify
+        an id the adapter made up with its turn (``<id>_t<turn>``): that id counts too."""
         index = self.cursor.answered - 1
-        return self.results[index].get(call_id) if 0 <= index < len(self.results) else None
+        if not 0 <= index < len(self.results):
+            return None
+        turn = self.results[index]
+        qualified = _QUALIFIED.fullmatch(call_id)
+        return turn.get(call_id) or (turn.get(qualified.group(1)) if qualified else None)
 
     def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution:
         self.answered.append(context.call_id)

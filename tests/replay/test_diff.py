@@ -38,7 +38,7 @@ def test_one_changed_result_is_exactly_one_difference(cli: Invoke, tmp_path: Pat
     a = replayed(cli, "--registry", str(REGISTRY))
     b = replayed(cli, "--registry", str(changed_registry(tmp_path)))
     result = cli("diff", a, b, "--json")
-    assert result.exit_code == 1
+    assert result.exit_code == 18
     (difference,) = json_out(result)["differences"]
     assert difference["path"] == "$.turns[0].calls[0].result.result.status"
     assert (difference["a"], difference["b"]) == ("delivered", "lost")
@@ -52,7 +52,7 @@ def test_the_difference_is_shown_side_by_side(
     b = replayed(cli, "--registry", str(changed_registry(tmp_path)))
     buffer = io.StringIO()
     monkeypatch.setattr(render, "out", Console(file=buffer, width=200, highlight=False))
-    assert cli("diff", a, b).exit_code == 1
+    assert cli("diff", a, b).exit_code == 18
     shown = buffer.getvalue()
     assert "1 difference(s)" in shown
     assert "$.turns[0].calls[0].result.result.status" in shown
@@ -63,7 +63,7 @@ def test_two_cassettes_compare_by_replaying_their_recorded_results(cli: Invoke) 
     same = cli("diff", str(HAPPY), str(HAPPY), "--json")
     assert same.exit_code == 0 and json_out(same)["equal"] is True
     other = cli("diff", str(HAPPY), str(BRANCHES / "duplicate_then_no_progress.yaml"), "--json")
-    assert other.exit_code == 1
+    assert other.exit_code == 18
     paths = [d["path"] for d in json_out(other)["differences"]]
     assert "$.state" in paths
     assert "$.turns[4]" in paths  # the extra turn is only in B

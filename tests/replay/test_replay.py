@@ -128,17 +128,24 @@ def test_strict_requests_compares_whole_bodies_except_caller_fields(
     )
 
 
-def test_a_recording_that_ends_early_is_an_extra_request(cli: Invoke, tmp_path: Path) -> None:
+def test_a_recording_that_ends_on_unanswered_calls_stops_where_it_stops(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """Another tool's recording that ends on a call nobody answered: nothing runs, no request
+    the recording never had is sent, and the operation ends INCOMPLETE saying why."""
+
     def edit(document: dict[str, Any]) -> None:
         del document["interactions"][-1]
         del document["toolloop"]
 
     path = edited_cassette(tmp_path, BRANCHES / "happy_path.yaml", edit)
     result = replay(cli, path)
-    assert result.exit_code == 17
     out = json_out(result)
-    assert out["state"] == "FAILED"
-    assert [(d["kind"], d["turn"]) for d in out["divergences"]] == [("extra_request", 3)]
+    assert (result.exit_code, out["state"], out["divergences"]) == (12, "INCOMPLETE", [])
+    assert "the recording ends here" in out["reason"]
+    last = [c for c in out["calls"] if c["state"] == "NOT_EXECUTED"]
+    assert last and all(c["call_id"] in out["reason"] for c in last)
+    assert len(out["turns"]) == 3  # no fourth request was sent
 
 
 def test_stopping_before_the_recording_did_is_reported(cli: Invoke, tmp_path: Path) -> None:

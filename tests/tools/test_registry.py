@@ -255,7 +255,7 @@ def test_key_field_that_is_not_a_declared_property_is_a_problem(tmp_path: Path) 
 def test_missing_required_keys_and_bad_values_are_each_reported(tmp_path: Path) -> None:
     doc = minimal_doc()
     del doc["revision"]
-    del doc["tools"]["get_order"]["description"]
+    doc["tools"]["get_order"]["description"] = 5
     doc["tools"]["get_order"]["timeout_ms"] = 0
     doc["tools"]["get_order"]["max_result_bytes"] = True
     doc["tools"]["submit_refund"]["approval"] = "sometimes"
@@ -264,7 +264,7 @@ def test_missing_required_keys_and_bad_values_are_each_reported(tmp_path: Path) 
     assert sorted(check_registry(write(tmp_path, doc))) == [
         ("policy.approval_ttl_s", "must be a positive integer"),
         ("revision", "required key is missing"),
-        ("tools.get_order.description", "required key is missing"),
+        ("tools.get_order.description", "must be a string (it may be empty)"),
         ("tools.get_order.max_result_bytes", "must be a positive integer"),
         ("tools.get_order.timeout_ms", "must be a positive integer"),
         ("tools.submit_refund.approval", "must be one of never, always"),

@@ -1,36 +1,20 @@
 """Provider adapters, one module per API family, all behind ``engine.ports.ModelAdapter``.
 
 Modules are imported only when their adapter is asked for, so the CLI starts without them.
-The table below is the only way in: an adapter is never looked up from model output.
+The provider table (``providers.PROVIDERS``) is the only way in: an adapter is never looked up
+from model output.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
 
 from toolloop_cli.engine.ports import ModelAdapter
 from toolloop_cli.errors import UsageError
 
-__all__ = ["ADAPTERS", "get_adapter"]
+from .providers import ADAPTERS, PROVIDERS, ProviderSpec
 
-#: (provider, api_family) → (module, class). Literal on purpose: no name comes from input.
-ADAPTERS: Mapping[tuple[str, str], tuple[str, str]] = {
-    ("openai", "responses"): ("toolloop_cli.adapters.openai_responses", "OpenAIResponsesAdapter"),
-    ("scripted", "scripted"): ("toolloop_cli.adapters.scripted", "ScriptedAdapter"),
-    ("anthropic", "messages"): (
-        "toolloop_cli.adapters.anthropic_messages",
-        "AnthropicMessagesAdapter",
-    ),
-    ("gemini", "interactions"): (
-        "toolloop_cli.adapters.gemini_interactions",
-        "GeminiInteractionsAdapter",
-    ),
-    ("gemini", "generate_content"): (
-        "toolloop_cli.adapters.gemini_generate",
-        "GeminiGenerateAdapter",
-    ),
-}
+__all__ = ["ADAPTERS", "PROVIDERS", "ProviderSpec", "get_adapter"]
 
 
 def get_adapter(provider: str, api_family: str, *, base_url: str | None = None) -> ModelAdapter:

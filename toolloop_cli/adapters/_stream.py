@@ -60,8 +60,19 @@ def no_events(kind: str, data: dict[str, object]) -> None:
     """The default sink: progress events go nowhere."""
 
 
+#: how an event stream's first line starts (a field name, or a comment)
+_SSE_START = (b"event:", b"data:", b":", b"id:", b"retry:")
+
+
 def is_event_stream(response: HttpResponse) -> bool:
-    return "text/event-stream" in response.content_type.lower()
+    """Said by the content type; or, for a recorded answer that kept no headers, by its bytes
+    (``event:``/``data:`` framing, which no JSON body starts with)."""
+    content_type = response.content_type.lower()
+    if content_type:
+        return "text/event-stream" in content_type
+    if response.chunks is not None:
+        return False
+    return response.body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(_SSE_START)
 
 
 @dataclass(frozen=True)

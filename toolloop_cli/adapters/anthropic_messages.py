@@ -46,13 +46,16 @@ from toolloop_cli.errors import AdapterError, MalformedProviderPayload
 
 from ._answer import parse_answer, usage_from
 from ._anthropic_stream import AnthropicStream
+from ._declare import declarations
 from ._errors import ANTHROPIC
 from ._json import parse_arguments
+from ._messages_reader import MessagesReader
 from ._stream import EventSink, dumps_arguments, no_events
+from .providers import default_base_url
 
 __all__ = ["API_VERSION", "DEFAULT_BASE_URL", "DEFAULT_MAX_TOKENS", "AnthropicMessagesAdapter"]
 
-DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_BASE_URL = default_base_url("anthropic", "messages")
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 
@@ -67,7 +70,7 @@ def _malformed(reason: str) -> NoReturn:
     raise MalformedProviderPayload(f"anthropic messages: {reason}", provider=_PROVIDER)
 
 
-class AnthropicMessagesAdapter:
+class AnthropicMessagesAdapter(MessagesReader):
     """The ``ModelAdapter`` for Anthropic's Messages API; holds no conversation state."""
 
     provider: str = "anthropic"
@@ -93,11 +96,12 @@ class AnthropicMessagesAdapter:
             "max_tokens": settings.max_output_tokens or DEFAULT_MAX_TOKENS,
             "messages": list(conversation),
         }
-        if tools:
-            body["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters}
-                for t in tools
-            ]
+        declared = [
+            own or {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t, own in declarations(tools, self.provider)
+        ]
+        if declared:
+            body["tools"] = declared
         if settings.instructions is not None:
             body["system"] = settings.instructions
         if settings.stream:

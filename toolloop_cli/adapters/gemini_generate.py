@@ -13,9 +13,15 @@ ids, streamed or not, and two answers never share one. A synthesised id is never
 
 ``finishReason``: ``STOP`` → TOOL_PROPOSALS when the content has calls, else FINAL_TEXT;
 ``MAX_TOKENS`` → TRUNCATED; ``SAFETY`` and the other blocking reasons → REFUSAL;
-``MALFORMED_FUNCTION_CALL``, ``UNEXPECTED_TOOL_CALL``, ``TOO_MANY_TOOL_CALLS`` → API_FAILURE
-(not retryable: there is no call to run and the model said why); ``OTHER`` and anything
-unknown → API_FAILURE; no ``finishReason`` at all → TRUNCATED. A prompt blocked before any
+``UNEXPECTED_TOOL_CALL`` with ``functionCall`` parts (the model called a function it may not
+call) → TOOL_PROPOSALS whose calls can never run: each is answered with an error envelope
+(``unknown_tool`` when undeclared, else refused), so the model is told, as a client answers
+it; ``MALFORMED_FUNCTION_CALL``, ``TOO_MANY_TOOL_CALLS`` and an unexpected call without parts
+→ API_FAILURE (not retryable: there is no call to run and the model said why); ``OTHER`` and
+anything unknown → API_FAILURE; no ``finishReason`` at all → TRUNCATED.
+
+``streamGenerateContent`` without ``alt=sse`` answers with a JSON array of the chunks a
+stream sends; it is assembled like the stream. A prompt blocked before any
 candidate (``promptFeedback.blockReason``) → REFUSAL.
 """
 
@@ -39,14 +45,17 @@ from toolloop_cli.engine.types import (
 from toolloop_cli.errors import MalformedProviderPayload
 
 from ._answer import parse_answer, usage_from
+from ._declare import declarations
 from ._errors import GEMINI
+from ._gemini_readers import GenerateReader
 from ._gemini_stream import SYNTHETIC_PREFIX, GenerateStream, synthetic_call_id
 from ._json import parse_arguments
-from ._stream import EventSink, dumps_arguments, no_events
+from ._stream import EventSink, FragmentCapExceeded, dumps_arguments, no_events
+from .providers import default_base_url
 
 __all__ = ["DEFAULT_BASE_URL", "SYNTHETIC_PREFIX", "GeminiGenerateAdapter", "synthetic_call_id"]
 
-DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
+DEFAULT_BASE_URL = default_base_url("gemini", "generate_content")
 
 _PROVIDER = "gemini"
 _REFUSALS = frozenset(
@@ -71,7 +80,7 @@ def _malformed(reason: str) -> NoReturn:
     raise MalformedProviderPayload(f"gemini generateContent: {reason}", provider=_PROVIDER)
 
 
-class GeminiGenerateAdapter:
+class GeminiGenerateAdapter(GenerateReader):
     """The ``ModelAdapter`` for Gemini's generateContent API; holds no conversation state."""
 
     provider: str = "gemini"
@@ -93,12 +102,23 @@ class GeminiGenerateAdapter:
         model = settings.model.removeprefix("models/")
         method = "streamGenerateContent?alt=sse" if settings.stream else "generateContent"
         body: JSONObject = {"contents": list(conversation)}
-        if tools:
-            declarations = [
-                {"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters}
-                for t in tools
-            ]
-            body["tools"] = [{"functionDeclarations": declarations}]
+        functions: list[JSONObject] = []
+        entries: list[JSONObject] = []
+        for t, own in declarations(tools, self.provider):
+            if own is None:
+                functions.append(
+                    {
+                        "name": t.name,
+                        "description": t.description,
+                        "parametersJsonSchema": t.parameters,
+                    }
+                )
+            elif isinstance(own.get("name"), str):  # a recorded function declaration
+                functions.append(own)
+            else:  # a whole tool entry as recorded ({"googleSearch": {}})
+                entries.append(own)
+        if functions or entries:
+            body["tools"] = ([{"functionDeclarations": functions}] if functions else []) + entries
         if settings.instructions is not None:
             body["systemInstruction"] = {"parts": [{"text": settings.instructions}]}
         if settings.max_output_tokens is not None:
@@ -130,9 +150,27 @@ class GeminiGenerateAdapter:
             provider=_PROVIDER,
             table=GEMINI,
             stream=lambda: GenerateStream(parse_generate, on_event or no_events),
-            parse=parse_generate,
+            parse=lambda data: _parse_body(data, on_event or no_events),
             request_id_header=None,
         )
+
+
+def _parse_body(data: Any, on_event: EventSink) -> ModelTurn:
+    """A JSON answer: one GenerateContentResponse, or ``streamGenerateContent`` without
+    ``alt=sse``, which answers with a JSON array of the chunks a stream would send."""
+    if not isinstance(data, list):
+        return parse_generate(data)
+    stream = GenerateStream(parse_generate, on_event)
+    try:
+        for chunk in data:
+            if not isinstance(chunk, dict):
+                _malformed("a chunk of the streamed answer is not an object")
+            turn = stream.handle(None, chunk)
+            if turn is not None:
+                return turn
+    except FragmentCapExceeded as exc:
+        return stream.cut("fragment_cap", f"the chunks grew past the {exc.cap}-byte cap")
+    return stream.cut("stream_incomplete", "the chunks ended before one with a finishReason")
 
 
 def parse_generate(data: Any) -> ModelTurn:
@@ -199,6 +237,22 @@ def _classify(
                 finish_reason=finish,
                 text=text or "",
                 output_items=items,
+                **common,
+            )
+        case "UNEXPECTED_TOOL_CALL" if calls:
+            # the model called a function it may not call here: the calls are proposed, so
+            # the model is told (unknown tool, or refused), and none of them can run
+            refused = f"the provider refused this call ({said[:300] or finish})"
+            held = [
+                c.model_copy(update={"arguments": None, "argument_error": refused}) for c in calls
+            ]
+            return ModelTurn(
+                outcome=TurnOutcome.TOOL_PROPOSALS,
+                finish_reason=finish,
+                text=text,
+                calls=tuple(held),
+                output_items=items,
+                detail=f"the model ended with an unexpected tool call; none will run: {said[:300]}",
                 **common,
             )
         case None | "MAX_TOKENS":

@@ -46,14 +46,17 @@ from toolloop_cli.engine.types import (
 from toolloop_cli.errors import MalformedProviderPayload
 
 from ._answer import parse_answer, usage_from
+from ._declare import declarations
 from ._errors import GEMINI, classify_stream_error
+from ._gemini_readers import InteractionsReader
 from ._gemini_stream import InteractionsStream
 from ._json import parse_arguments
 from ._stream import EventSink, dumps_arguments, no_events
+from .providers import default_base_url
 
 __all__ = ["API_REVISION", "DEFAULT_BASE_URL", "MARKER", "GeminiInteractionsAdapter"]
 
-DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
+DEFAULT_BASE_URL = default_base_url("gemini", "interactions")
 API_REVISION = "2026-05-20"
 #: ``type`` of the local conversation item that stands for one answered interaction.
 MARKER = "interaction"
@@ -67,7 +70,7 @@ def _malformed(reason: str) -> NoReturn:
     raise MalformedProviderPayload(f"gemini interactions: {reason}", provider=_PROVIDER)
 
 
-class GeminiInteractionsAdapter:
+class GeminiInteractionsAdapter(InteractionsReader):
     """The ``ModelAdapter`` for Gemini's Interactions API (stateful continuation)."""
 
     provider: str = "gemini"
@@ -94,16 +97,18 @@ class GeminiInteractionsAdapter:
             body["input"] = list(conversation[marks[-1] + 1 :])
         else:
             body["input"] = list(conversation)
-        if tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                }
-                for t in tools
-            ]
+        declared = [
+            own
+            or {
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+            }
+            for t, own in declarations(tools, self.provider)
+        ]
+        if declared:
+            body["tools"] = declared
         if settings.instructions is not None:
             body["system_instruction"] = settings.instructions
         if settings.max_output_tokens is not None:

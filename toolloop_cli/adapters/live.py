@@ -25,6 +25,7 @@ from toolloop_cli.engine.types import MAX_BODY_BYTES, HttpRequest, HttpResponse
 from toolloop_cli.errors import AdapterError, DeadlineExceeded, MalformedProviderPayload, UsageError
 
 from ._wire import ACCEPT_ENCODING, Secrets, accepted, decoded, key_problem, plaintext_host
+from .providers import AUTH_HEADERS
 
 __all__ = [
     "AUTH_HEADERS",
@@ -35,12 +36,6 @@ __all__ = [
     "plaintext_host",
 ]
 
-#: How each provider expects its key.
-AUTH_HEADERS: dict[str, tuple[str, str]] = {
-    "openai": ("authorization", "Bearer {key}"),
-    "anthropic": ("x-api-key", "{key}"),
-    "gemini": ("x-goog-api-key", "{key}"),
-}
 #: The longest a socket read (or connect) may wait for a byte.
 READ_TIMEOUT_S = 120.0
 #: The longest one request may take in all, however its answer trickles in.

@@ -10,6 +10,12 @@ then that turn's ``function_call_output`` items; no ``previous_response_id``. Wh
 - every request is rebuildable from the store alone, so ``verify`` can hash the exact bytes and
   ``replay`` can compare them with a recording.
 
+A client-executed tool search (``tool_search_call`` with ``execution: client``, declared as
+the provider-defined ``{"type": "tool_search", "execution": "client"}``) is a call to the tool
+``tool_search`` whose arguments are the item's object; its result goes back as a
+``tool_search_output`` item whose ``tools`` are the result. A server-executed one is carried
+forward like reasoning.
+
 Invariants (see ``engine.ports.ModelAdapter``): ``ProposedCall.call_id`` is the item's
 ``call_id`` (the item ``id`` goes to ``item_id``); arguments are parsed strictly and never
 repaired; only a ``completed`` response whose calls are all ``completed`` yields calls; an
@@ -42,13 +48,16 @@ from toolloop_cli.engine.types import (
 from toolloop_cli.errors import MalformedProviderPayload
 
 from ._answer import MAX_BODY_BYTES, parse_answer, usage_from
+from ._declare import declarations
 from ._errors import OPENAI, classify_body_failure
 from ._openai_stream import OpenAIStream
-from ._stream import EventSink, no_events
+from ._responses_reader import TOOL_SEARCH, ResponsesReader
+from ._stream import EventSink, dumps_arguments, no_events
+from .providers import default_base_url
 
 __all__ = ["DEFAULT_BASE_URL", "MAX_BODY_BYTES", "OpenAIResponsesAdapter"]
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_BASE_URL = default_base_url("openai", "responses")
 #: Largest answer (JSON or event stream) read from the provider.
 
 _PROVIDER = "openai"
@@ -69,7 +78,7 @@ class _Scan:
     unfinished: list[str] = field(default_factory=list)
 
 
-class OpenAIResponsesAdapter:
+class OpenAIResponsesAdapter(ResponsesReader):
     """The ``ModelAdapter`` for OpenAI's Responses API; holds no conversation state."""
 
     provider: str = "openai"
@@ -91,17 +100,19 @@ class OpenAIResponsesAdapter:
     ) -> HttpRequest:
         """The exact request for the conversation so far; credentials are the transport's job."""
         body: JSONObject = {"model": settings.model, "input": list(conversation)}
-        if tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                    "strict": False,
-                }
-                for tool in tools
-            ]
+        declared = [
+            own
+            or {
+                "type": "function",
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+                "strict": False,
+            }
+            for tool, own in declarations(tools, self.provider)
+        ]
+        if declared:
+            body["tools"] = declared
         if settings.instructions is not None:
             body["instructions"] = settings.instructions
         if settings.max_output_tokens is not None:
@@ -115,30 +126,31 @@ class OpenAIResponsesAdapter:
         )
 
     def result_items(self, results: Sequence[ResultForModel]) -> list[JSONObject]:
-        """One ``function_call_output`` per result, in order; the content as canonical JSON."""
-        return [
-            {
-                "type": "function_call_output",
-                "call_id": result.call_id,
-                "output": canonical_text(result.content),
-            }
-            for result in results
-        ]
-
-    def request_results(self, body: JSONObject) -> dict[str, tuple[Any, bool | None]]:
-        """(call id → (output, error flag)) of a request's ``function_call_output`` items.
-
-        For replays comparing results; the output is as sent (canonical JSON text for
-        toolloop's own requests), and the flag is None: this API carries no error flag.
-        """
-        items = body.get("input")
-        found: dict[str, tuple[Any, bool | None]] = {}
-        for item in items if isinstance(items, list) else []:
-            if isinstance(item, dict) and item.get("type") == "function_call_output":
-                call_id = item.get("call_id")
-                if isinstance(call_id, str) and call_id not in found:
-                    found[call_id] = (item.get("output"), None)
-        return found
+        """One item per result, in order: a ``function_call_output`` with the content as
+        canonical JSON, or for a client tool search the ``tool_search_output`` whose ``tools``
+        are the result (none when the call failed)."""
+        items: list[JSONObject] = []
+        for result in results:
+            if result.provider_type == TOOL_SEARCH:
+                found = result.content.get("result") if not result.is_error else None
+                items.append(
+                    {
+                        "type": "tool_search_output",
+                        "call_id": result.call_id,
+                        "execution": "client",
+                        "status": "completed",
+                        "tools": found if isinstance(found, list) else [],
+                    }
+                )
+            else:
+                items.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": result.call_id,
+                        "output": canonical_text(result.content),
+                    }
+                )
+        return items
 
     def parse_response(
         self, response: HttpResponse, on_event: EventSink | None = None
@@ -224,7 +236,7 @@ def _completed(scan: _Scan, common: dict[str, Any]) -> ModelTurn:
         return ModelTurn(
             outcome=TurnOutcome.FINAL_TEXT, finish_reason="completed", text=text, **common
         )
-    _malformed("completed response has neither output_text nor function_call items")
+    _malformed("completed response has neither output_text nor call items")
 
 
 def _incomplete(details: Any, common: dict[str, Any]) -> ModelTurn:
@@ -259,6 +271,14 @@ def _scan(output: list[Any]) -> _Scan:
                 if status is not None and status != "completed":
                     scan.unfinished.append(call.call_id)
                 scan.calls.append(call)
+            case "tool_search_call" if item.get("execution") == "client":
+                call, status = _tool_search_call(index, item)
+                if call.call_id in seen:
+                    _malformed(f"output[{index}] repeats call_id {call.call_id!r}")
+                seen.add(call.call_id)
+                if status is not None and status != "completed":
+                    scan.unfinished.append(call.call_id)
+                scan.calls.append(call)
             case "message":
                 _message(index, item, scan)
             case _:
@@ -282,6 +302,24 @@ def _function_call(index: int, item: JSONObject) -> tuple[ProposedCall, str | No
         _malformed(f"output[{index}] function_call 'status' is not a string")
     # left as text: the engine parses it once it is known to be under the tool's byte cap
     call = ProposedCall(call_id=call_id, name=name, raw_arguments=raw, item_id=item_id)
+    return call, status
+
+
+def _tool_search_call(index: int, item: JSONObject) -> tuple[ProposedCall, str | None]:
+    """A client-executed tool search: a call to ``tool_search`` (its arguments an object)."""
+    call_id, given, status = item.get("call_id"), item.get("arguments"), item.get("status")
+    if not isinstance(call_id, str) or not call_id:
+        _malformed(f"output[{index}] tool_search_call has no string 'call_id'")
+    if isinstance(given, dict):
+        raw = dumps_arguments(given)
+    elif isinstance(given, str):
+        raw = given
+    else:
+        _malformed(f"output[{index}] tool_search_call 'arguments' is not an object")
+    if status is not None and not isinstance(status, str):
+        _malformed(f"output[{index}] tool_search_call 'status' is not a string")
+    item_id = item.get("id") if isinstance(item.get("id"), str) else None
+    call = ProposedCall(call_id=call_id, name=TOOL_SEARCH, raw_arguments=raw, item_id=item_id)
     return call, status
 
 

@@ -46,6 +46,10 @@ class Deps:
     bindings: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: running request hashes, so a turn hashes only its new conversation items
     request_hasher: RequestHasher = field(default_factory=RequestHasher)
+    #: asked before a turn's tools run or its results go back: why the model's answers end
+    #: here (a replayed recording with nothing after this turn), so the operation ends
+    #: INCOMPLETE and the turn's open calls NOT_EXECUTED; None lets it go on
+    input_ends: Callable[[OperationRecord], str | None] = lambda op: None
 
     def now_iso(self) -> str:
         return iso(self.clock.now())

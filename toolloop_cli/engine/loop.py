@@ -21,6 +21,9 @@ from .model_turn import request_model
 from .records import OperationRecord
 from .states import OpState, is_terminal
 
+#: the steps that run a turn's tools or send its results back
+_BEFORE_TOOLS = frozenset({OpState.EXECUTING, OpState.RESULTS_READY})
+
 
 @dataclass(frozen=True)
 class StepResult:
@@ -45,6 +48,13 @@ def step(deps: Deps, operation_id: str) -> StepResult:
         with deps.store.transaction():
             op = stop(deps, op, OpState.BUDGET_EXHAUSTED, late)
         deps.failpoint("after_step_commit")
+        return StepResult(source, op.state, op)
+    ended = deps.input_ends(op) if source in _BEFORE_TOOLS else None
+    if ended is not None:
+        with deps.store.transaction():
+            op = stop(deps, op, OpState.INCOMPLETE, ended)
+        deps.failpoint("after_step_commit")
+        deps.on_event("transition", {"source": source.value, "target": op.state.value})
         return StepResult(source, op.state, op)
     match source:
         case OpState.MODEL_REQUESTED:

@@ -43,7 +43,8 @@ def request_model(deps: Deps, op: OperationRecord) -> OperationRecord:
             return stop(deps, op, OpState.BUDGET_EXHAUSTED, guard)
     settings = ModelSettings(**op.settings)
     conversation = deps.store.conversation(op.operation_id)
-    request = deps.adapter.build_request(conversation, deps.toolbox.specs(), settings)
+    tools = deps.toolbox.specs()  # stored with the turn as sent, whatever the toolbox says later
+    request = deps.adapter.build_request(conversation, tools, settings)
     time_left = (parse_iso(op.deadline_at) - deps.clock.now()).total_seconds()
     request = request.model_copy(update={"time_left_s": time_left})
     request_sha = deps.request_hasher.digest(op.operation_id, request.body, conversation)
@@ -78,7 +79,7 @@ def request_model(deps: Deps, op: OperationRecord) -> OperationRecord:
             update={"outcome": turn.outcome, "detail": duplicate, "error": turn.error}
         )
     with deps.store.transaction():
-        deps.store.insert_turn(record, len(conversation), body, tools=deps.toolbox.specs())
+        deps.store.insert_turn(record, len(conversation), body, tools=tools)
         op = _count(deps, op, turn)
         if turn.error is not None and turn.error.type == _DEADLINE:
             # the deadline guard, tripped while the request was in flight

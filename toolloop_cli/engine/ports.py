@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from .records import ApprovalRecord, CallRecord, OperationRecord, TurnRecord
 from .states import CallState, OpState
@@ -16,6 +16,7 @@ from .types import (
     JSONObject,
     ModelSettings,
     ModelTurn,
+    RecordedResult,
     ResultForModel,
     ToolExecution,
     ToolInfo,
@@ -58,6 +59,45 @@ class ModelAdapter(Protocol):
     ) -> ModelTurn: ...
 
     def result_items(self, results: Sequence[ResultForModel]) -> list[JSONObject]: ...
+
+
+@runtime_checkable
+class RecordingReader(Protocol):
+    """What an adapter reads from a recorded request of its own API family, for replays.
+
+    Optional: an adapter that has these methods can have recordings of its API replayed (the
+    scripted adapter has none). Each method takes a request body as parsed JSON, accepts
+    whatever spelling the provider accepts (Gemini's snake_case and camelCase alike) and
+    returns ``None`` or ``[]`` for what a request does not say; none of them raises.
+
+    - ``request_items``: the conversation items the request carries, as this adapter keeps a
+      conversation: an operation started from them sends this conversation again;
+    - ``continues_from``: a key naming the provider-side state the request continues (a
+      previous answer's response id, ``conversation:<id>``), or None for a stateless one;
+    - ``task_text``: the user's words the request answers (its last user text);
+    - ``declared_tools``: every tool it declares, functions and provider-defined ones, in
+      the order declared (``ToolSpec.declaration`` holds each one as recorded);
+    - ``recorded_settings``: the ``ModelSettings`` fields it shows (model, output cap,
+      streaming, instructions), ``uri`` being where it was sent;
+    - ``request_results``: the tool results it carries, in order;
+    - ``comparable``: an item as conversations are matched: what a client may legitimately
+      change when it echoes an item back (a moved cache marker, a null field, a spelling)
+      removed.
+    """
+
+    def request_items(self, body: Any) -> list[JSONObject]: ...
+
+    def continues_from(self, body: Any) -> str | None: ...
+
+    def task_text(self, body: Any) -> str | None: ...
+
+    def declared_tools(self, body: Any) -> list[ToolSpec]: ...
+
+    def recorded_settings(self, body: Any, uri: str) -> JSONObject: ...
+
+    def request_results(self, body: Any) -> list[RecordedResult]: ...
+
+    def comparable(self, item: Any) -> Any: ...
 
 
 class Transport(Protocol):

@@ -6,7 +6,7 @@ result is recomputed from the committed call and operation before it is sent (do
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from toolloop_cli.audit.binding import check_result_set
 
@@ -27,7 +27,7 @@ def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
     failure needs a person, not a retry (docs/audit.md).
     """
     calls = turn_calls(deps, op)
-    results = results_for_model(calls)
+    results = results_for_model(calls, lambda name: _provider_type(deps, name))
     problems = check_result_set(op_binding(op), [call_binding_inputs(c) for c in calls], results)
     problems += [
         f"the audit log holds another binding for call {c.call_id}"
@@ -46,8 +46,14 @@ def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
         return transition(deps, op, OpState.MODEL_REQUESTED, f"{len(calls)} result(s) sent back")
 
 
-def results_for_model(calls: Sequence[CallRecord]) -> list[ResultForModel]:
-    """The results a turn's calls send back, in call order (``verify`` rebuilds them too)."""
+def results_for_model(
+    calls: Sequence[CallRecord], provider_type: Callable[[str], str | None]
+) -> list[ResultForModel]:
+    """The results a turn's calls send back, in call order (``verify`` rebuilds them too).
+
+    ``provider_type`` names the provider-defined type of the tool a call was made to (None for
+    a function), which some APIs answer in their own item (OpenAI's ``tool_search_output``).
+    """
     return [
         ResultForModel(
             response_id=call.response_id,
@@ -55,7 +61,14 @@ def results_for_model(calls: Sequence[CallRecord]) -> list[ResultForModel]:
             name=call.name,
             is_error=envelopes.is_error(call.model_result),
             content=call.model_result,
+            provider_type=provider_type(call.name),
         )
         for call in calls
         if call.state in CALL_HAS_RESULT and call.model_result is not None
     ]
+
+
+def _provider_type(deps: Deps, name: str) -> str | None:
+    """The provider-defined type of the tool a call names (None: a function, or unknown)."""
+    tool = deps.toolbox.lookup(name)
+    return tool.provider_type if tool is not None else None

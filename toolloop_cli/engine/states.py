@@ -85,9 +85,13 @@ OP_TRANSITIONS: dict[OpState, frozenset[OpState]] = {
     O.WAITING_APPROVAL: frozenset(
         {O.EXECUTING, O.RESULTS_READY, O.BUDGET_EXHAUSTED, O.ESCALATED, O.FAILED}
     ),
-    O.EXECUTING: frozenset({O.RESULTS_READY, O.BUDGET_EXHAUSTED, O.ESCALATED, O.FAILED}),
+    # -> INCOMPLETE: the model's answers end before this turn's results could go back
+    # (``Deps.input_ends``: a replayed recording that stops on calls nobody answered)
+    O.EXECUTING: frozenset(
+        {O.RESULTS_READY, O.BUDGET_EXHAUSTED, O.ESCALATED, O.FAILED, O.INCOMPLETE}
+    ),
     O.RESULTS_READY: frozenset(
-        {O.MODEL_REQUESTED, O.BUDGET_EXHAUSTED, O.NO_PROGRESS, O.ESCALATED, O.FAILED}
+        {O.MODEL_REQUESTED, O.BUDGET_EXHAUSTED, O.NO_PROGRESS, O.ESCALATED, O.FAILED, O.INCOMPLETE}
     ),
     O.COMPLETED: frozenset(),
     O.REFUSED: frozenset(),

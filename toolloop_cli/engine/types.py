@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 JSONObject = dict[str, Any]
 
@@ -93,12 +93,42 @@ class ModelTurn(_Model):
     detail: str | None = None
 
 
+#: declaration types that are plain functions, not provider-defined tools
+FUNCTION_TYPES = frozenset({"function", "custom"})
+
+
 class ToolSpec(_Model):
-    """A tool as declared to a model."""
+    """A tool as declared to a model.
+
+    Without ``provider`` it is a function tool, which every adapter declares in its own shape.
+    With it, ``declaration`` is that provider's own declaration, sent exactly as it is by that
+    provider's adapter and by no other: a provider-defined tool (Anthropic's
+    ``{"type": "memory_20250818", "name": "memory"}``) or a recorded declaration carrying
+    fields toolloop does not write itself (``defer_loading``, ``cache_control``). The engine
+    never reads either; ``parameters`` is still what calls are validated against.
+    """
 
     name: str
     description: str = ""
     parameters: JSONObject
+    provider: str | None = None
+    declaration: JSONObject | None = None
+
+    @property
+    def provider_type(self) -> str | None:
+        """The declaration's type when it is a provider-defined tool (None for a function)."""
+        kind = self.declaration.get("type") if self.declaration else None
+        return kind if isinstance(kind, str) and kind not in FUNCTION_TYPES else None
+
+    @model_serializer(mode="wrap")
+    def _without_none(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # a function tool dumps (and so hashes and stores) as it did before these fields
+        dumped = handler(self)
+        if isinstance(dumped, dict):
+            for key in ("provider", "declaration"):
+                if dumped.get(key) is None:
+                    dumped.pop(key, None)
+        return dumped
 
 
 class ResultForModel(_Model):
@@ -109,6 +139,9 @@ class ResultForModel(_Model):
     name: str
     is_error: bool
     content: JSONObject
+    #: the provider-defined tool type the call was made to (``ToolInfo.provider_type``), for
+    #: adapters whose API answers such a call in its own item (OpenAI's ``tool_search_output``)
+    provider_type: str | None = None
 
 
 class ModelSettings(_Model):
@@ -172,6 +205,8 @@ class ToolInfo:
     max_argument_bytes: int
     has_reconcile: bool
     sequential: bool = False
+    #: set for a provider-defined tool: its type (``memory_20250818``, ``tool_search``)
+    provider_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -202,3 +237,19 @@ class ToolExecution:
 EXECUTION_STATUSES = frozenset(
     {"ok", "tool_error", "failed", "timed_out", "result_too_large", "invalid_result", "escalate"}
 )
+
+
+@dataclass(frozen=True)
+class RecordedResult:
+    """One tool result as a recorded request carried it back to its model (for replays).
+
+    ``call_id`` is None when the request named no call (generateContent's
+    ``functionResponse`` often has only a ``name``); ``value`` is the JSON a text encodes,
+    else the text or the content parts as sent; ``is_error`` is the request's own flag, None
+    where the API has none.
+    """
+
+    call_id: str | None
+    value: Any
+    is_error: bool | None = None
+    name: str | None = None

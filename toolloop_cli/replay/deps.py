@@ -11,13 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ports import Clock, Toolbox, Transport
 from toolloop_cli.engine.records import OperationRecord
-from toolloop_cli.engine.types import JSONObject, ToolSpec
+from toolloop_cli.engine.states import CallState
+from toolloop_cli.engine.types import JSONObject, RecordedResult, ToolSpec
 from toolloop_cli.errors import TranscriptError
-from toolloop_cli.replay.recorded_tools import DeclaredTools, RecordedToolbox, recorded_results
+from toolloop_cli.replay.pairing import new_results, pair
+from toolloop_cli.replay.recorded_tools import Cursor, DeclaredTools, RecordedToolbox
 from toolloop_cli.replay.shapes import declared_tools
 from toolloop_cli.replay.split import Conversation, split_conversations
 from toolloop_cli.store import Store
@@ -25,9 +28,9 @@ from toolloop_cli.tools.registry import Registry, load_registry
 from toolloop_cli.transcripts.cassette import Cassette, load_cassette
 from toolloop_cli.transcripts.record import METADATA_KEY
 from toolloop_cli.transcripts.transport import ReplayTransport
-from toolloop_cli.wiring import RegistryToolbox, deps_for, make_adapter
+from toolloop_cli.wiring import RegistryToolbox, deps_for
 
-__all__ = ["Plan", "meta_list", "plan_deps", "policy_toolbox", "replay_deps"]
+__all__ = ["Plan", "meta_list", "plan_deps", "policy_toolbox", "recorded_table", "replay_deps"]
 
 
 @dataclass
@@ -41,41 +44,44 @@ class Plan:
     mode: str
 
 
-def policy_toolbox(plan: Plan, data_dir: Path, clock: Clock) -> Toolbox:
+def policy_toolbox(
+    plan: Plan, data_dir: Path, clock: Clock, cursor: Cursor | None = None
+) -> Toolbox:
     """Lookup, validation and approval policy: the registry's, else the declared tools'."""
+    provider = plan.conversation.api[0]
     if plan.registry is not None:
-        return RegistryToolbox(plan.registry, data_dir, lambda: clock.now().timestamp())
-    body = plan.conversation.interactions[0].request.json()
-    specs = declared_tools(plan.conversation.api, body)
+        return RegistryToolbox(
+            plan.registry, data_dir, lambda: clock.now().timestamp(), provider=provider
+        )
+    declared = [declared_tools(plan.conversation.api, body) for body in plan.conversation.bodies]
     meta_tools = plan.meta.get("tools")
     registry_meta = plan.meta.get("registry")
     revision = registry_meta.get("policy_revision") if isinstance(registry_meta, dict) else None
     ttl = plan.meta.get("approval_ttl_s")
     return DeclaredTools(
-        specs,
-        _schema_check(specs),
+        declared,
+        _schema_check(),
         meta_tools if isinstance(meta_tools, dict) else None,
         policy_revision=str(revision or "recorded"),
         approval_ttl_s=ttl if isinstance(ttl, int) else 3600,
+        cursor=cursor,
     )
 
 
-def _schema_check(specs: list[ToolSpec]) -> Callable[[str, JSONObject], list[str]]:
-    """Strict argument checks against the declared schemas (a broken schema checks nothing)."""
-    from toolloop_cli.tools.validation import compile_validator, schema_problem
+def _schema_check() -> Callable[[ToolSpec, JSONObject], list[str]]:
+    """Strict argument checks against the declared schemas, each compiled once (a schema that
+    is not JSON Schema, even once Gemini's dialect is translated, checks nothing)."""
+    from toolloop_cli.tools.validation import compile_validator, schema_problem, violations
 
-    validators = {
-        spec.name: compile_validator(spec.parameters)
-        for spec in specs
-        if schema_problem(spec.parameters) is None
-    }
+    compiled: dict[str, Any] = {}
 
-    def check(name: str, arguments: JSONObject) -> list[str]:
-        validator = validators.get(name)
-        if validator is None:
-            return []
-        errors = validator.iter_errors(arguments)
-        return sorted(f"{error.json_path}: {error.message}" for error in errors)
+    def check(spec: ToolSpec, arguments: JSONObject) -> list[str]:
+        key = sha256_of(spec.parameters)
+        if key not in compiled:
+            fine = schema_problem(spec.parameters) is None
+            compiled[key] = compile_validator(spec.parameters) if fine else None
+        validator = compiled[key]
+        return [] if validator is None else violations(validator, arguments)
 
     return check
 
@@ -92,13 +98,21 @@ def plan_deps(
     if transport is None:
         recording = Cassette(plan.cassette.path, list(conversation.interactions), {})
         transport = ReplayTransport(recording, conversation.api, start=op.counters.requests)
+    cursor = transport if isinstance(transport, ReplayTransport) else None
     toolbox: Toolbox | None = None
     if plan.mode == "recorded":
-        adapter = make_adapter(op.provider, op.api_family)
-        results = recorded_results(adapter, conversation)
+        results = recorded_table(conversation)
         states = {c["call_id"]: c["state"] for c in meta_list(plan.meta, "calls")}
-        toolbox = RecordedToolbox(policy_toolbox(plan, store.data_dir, clock), results, states)
-    return deps_for(
+        policy = policy_toolbox(plan, store.data_dir, clock, cursor)
+        toolbox = RecordedToolbox(policy, results, states, cursor, foreign=not plan.meta)
+    elif plan.registry is not None:
+        toolbox = RegistryToolbox(
+            plan.registry,
+            _data_dir(store, op),
+            lambda: clock.now().timestamp(),
+            provider=conversation.api[0],
+        )
+    deps = deps_for(
         store,
         op,
         plan.registry,
@@ -107,6 +121,65 @@ def plan_deps(
         transport=transport,
         toolbox=toolbox,
     )
+    deps.sleep = lambda seconds: None  # a recorded retry is answered at once
+    if cursor is not None and not plan.meta:
+        deps.input_ends = _ends_with(store, cursor, len(conversation.interactions))
+    return deps
+
+
+def _data_dir(store: Store, op: OperationRecord) -> Path:
+    folder = op.source.get("data_dir")
+    return Path(folder) if isinstance(folder, str) and folder else store.data_dir
+
+
+def recorded_table(conversation: Conversation) -> list[dict[str, RecordedResult]]:
+    """For each recorded answer, its calls' recorded results by call id (``pairing``)."""
+    fresh = new_results(conversation.api, conversation.bodies)
+    table: list[dict[str, RecordedResult]] = []
+    for index, turn in enumerate(conversation.turns):
+        calls = [c.call_id for c in turn.calls] if turn is not None else []
+        following = fresh[index + 1] if index + 1 < len(fresh) else []
+        table.append(pair(following, calls).by_call)
+    return table
+
+
+#: call states in which nothing of the call has run
+_NOT_RUN = frozenset(
+    {
+        CallState.PROPOSED,
+        CallState.WAITING_APPROVAL,
+        CallState.APPROVED,
+        CallState.INVALID,
+        CallState.DENIED,
+        CallState.EXPIRED,
+        CallState.DUPLICATE,
+    }
+)
+
+
+def _ends_with(
+    store: Store, cursor: ReplayTransport, recorded: int
+) -> Callable[[OperationRecord], str | None]:
+    """``Deps.input_ends`` of a recording made by another tool: it stops where it stops.
+
+    When the last recorded answer asked for calls and nothing follows it, nobody answered
+    them: nothing is run, no request is sent that the recording never had, and the operation
+    ends INCOMPLETE saying so. (A toolloop recording says itself how it ended.)
+    """
+
+    def ends(op: OperationRecord) -> str | None:
+        if cursor.answered < recorded or op.current_turn is None:
+            return None
+        calls = store.calls(op.operation_id, op.current_turn)
+        if any(call.state not in _NOT_RUN for call in calls):
+            return None
+        named = ", ".join(f"{c.call_id} ({c.name})" for c in calls) or "none"
+        return (
+            f"the recording ends here: nobody answered the last answer's call(s): {named}; "
+            "nothing was run"
+        )
+
+    return ends
 
 
 def meta_list(meta: dict[str, Any], key: str) -> list[dict[str, Any]]:

@@ -4,15 +4,16 @@ Per model request (a "turn" here is the request index, as in ``show``), the defa
 compares what matters to the model and to the audit, and nothing that a faithful rerun may
 legitimately change:
 
-- the tool results the request carries that the previous request did not: the same call ids,
-  and for each the same value (a JSON path into the result names the first differences) and
-  the same error flag;
+- the tool results the request carries that the previous request did not, each paired with
+  the call it answers (``pairing``: by id when the id is one of the previous answer's calls,
+  else by position), compared per call: the same value (a JSON path into the result names the
+  first differences) and the same error flag;
 - the tools it declares (name, description, parameters);
 - that both runs sent the same number of requests.
 
 ``strict`` also compares whole request bodies (RFC 8785 canonical JSON), for recordings made
-by toolloop itself, except the top-level fields in ``STRICT_IGNORED``. A body difference is
-reported only for a turn whose results and tools matched, so one cause is one divergence.
+by toolloop itself, in the form ``strict_form`` gives them. A body difference is reported
+only for a turn whose results and tools matched, so one cause is one divergence.
 
 A result is compared as JSON when its text is JSON. A recording made by another tool carries
 the bare tool output where toolloop sends an envelope (``{"ok": true, "result": …}``); then the
@@ -22,19 +23,20 @@ envelope's ``result`` (or ``error``) is what is compared.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from toolloop_cli.engine.compare import json_diff, json_path
+from toolloop_cli.engine.types import RecordedResult
 
-from .shapes import Api, declared_tools, text_of
+from .pairing import new_results, pair
+from .shapes import Api, declared_tools, request_results
 
 __all__ = [
     "STRICT_IGNORED",
     "Divergence",
     "RecordedResult",
-    "ResultsReader",
     "compare_outcome",
     "compare_requests",
     "error_flag",
@@ -43,24 +45,12 @@ __all__ = [
     "recorded_result",
     "result_list",
     "results_in_request",
+    "strict_form",
 ]
 
 #: Top-level request fields ``--strict-requests`` ignores: they name the caller or a cache
 #: session, not the conversation, and a replay is another caller (see docs/replay.md).
 STRICT_IGNORED = frozenset({"metadata", "user", "safety_identifier", "prompt_cache_key"})
-
-
-@dataclass(frozen=True)
-class RecordedResult:
-    """One tool result as a request carries it back to the model."""
-
-    call_id: str
-    value: Any  # the parsed JSON when the text is JSON, else the text (or parts) as sent
-    is_error: bool | None = None  # the request's own error flag; None where the API has none
-
-
-ResultsReader = Callable[[Api, Any], list[RecordedResult]]
-JSONObjectLike = dict[str, Any]
 
 
 def recorded_result(call_id: str, output: Any, is_error: bool | None = None) -> RecordedResult:
@@ -77,77 +67,33 @@ def _parsed(value: Any) -> Any:
     return value
 
 
-def _flag(value: Any) -> bool | None:
-    return value if isinstance(value, bool) else None
-
-
 def result_list(api: Api, body: Any) -> list[RecordedResult]:
-    """Every tool result in a request body, in order, for any known API family.
+    """Every tool result in a request body, in order, as its API family's adapter reads it."""
+    return request_results(api, body)
 
-    OpenAI Responses ``function_call_output`` items, Anthropic ``tool_result`` blocks, Gemini
-    Interactions ``function_result`` steps and generateContent ``functionResponse`` parts
-    (keyed by their ``id``, else by function name, as that API often sends no id).
-    """
-    if not isinstance(body, dict):
-        return []
-    found = (_result(item, api[1]) for item in _items(body, api[1]))
-    return [result for result in found if result is not None]
+
+def _key(result: RecordedResult) -> str:
+    return result.call_id or result.name or "?"
 
 
 def results_in_request(api: Api, body: Any) -> dict[str, RecordedResult]:
-    """(call id → result) of the tool results in a request body (first one of an id wins)."""
+    """(call id, else function name → result) of a request's results (first one wins)."""
     found: dict[str, RecordedResult] = {}
     for result in result_list(api, body):
-        found.setdefault(result.call_id, result)
+        found.setdefault(_key(result), result)
     return found
 
 
 def keyed(results: Sequence[RecordedResult]) -> dict[str, RecordedResult]:
-    """Results by call id; a repeated id (generateContent's names) as ``id#2``, ``id#3``…"""
+    """Results by call id (else name); a repeated key as ``id#2``, ``id#3``…"""
     found: dict[str, RecordedResult] = {}
     seen: dict[str, int] = {}
     for result in results:
-        seen[result.call_id] = seen.get(result.call_id, 0) + 1
-        count = seen[result.call_id]
-        found[result.call_id if count == 1 else f"{result.call_id}#{count}"] = result
+        key = _key(result)
+        seen[key] = seen.get(key, 0) + 1
+        count = seen[key]
+        found[key if count == 1 else f"{key}#{count}"] = result
     return found
-
-
-def _items(body: JSONObjectLike, family: str) -> list[Any]:
-    if family in ("messages", "generate_content"):
-        outer, inner = ("messages", "content") if family == "messages" else ("contents", "parts")
-        entries = body.get(outer)
-        return [
-            item
-            for entry in (entries if isinstance(entries, list) else [])
-            if isinstance(entry, dict) and isinstance(entry.get(inner), list)
-            for item in entry[inner]
-        ]
-    items = body.get("input")
-    return items if isinstance(items, list) else []
-
-
-def _result(item: Any, family: str) -> RecordedResult | None:
-    if not isinstance(item, dict):
-        return None
-    match family:
-        case "responses" if item.get("type") == "function_call_output":
-            call_id, value, flag = item.get("call_id"), _parsed(item.get("output")), None
-        case "messages" if item.get("type") == "tool_result":
-            content = item.get("content")
-            text = text_of(content)
-            value = _parsed(text) if text is not None else content
-            call_id, flag = item.get("tool_use_id"), _flag(item.get("is_error", False))
-        case "interactions" if item.get("type") == "function_result":
-            call_id, value = item.get("call_id"), _parsed(item.get("result"))
-            flag = _flag(item.get("is_error"))
-        case "generate_content" if isinstance(item.get("functionResponse"), dict):
-            response = item["functionResponse"]
-            call_id = response.get("id") or response.get("name")
-            value, flag = response.get("response"), None
-        case _:
-            return None
-    return RecordedResult(call_id, value, flag) if isinstance(call_id, str) else None
 
 
 def is_envelope(value: Any) -> bool:
@@ -198,12 +144,17 @@ def compare_requests(
     recorded: Sequence[Any],
     *,
     strict: bool = False,
-    read_results: ResultsReader = result_list,
+    calls: Sequence[Sequence[str]] | None = None,
 ) -> list[Divergence]:
-    """Divergences between the request bodies a replay sent and those recorded, in order."""
+    """Divergences between the request bodies a replay sent and those recorded, in order.
+
+    ``calls[k]`` are the ids of the calls the engine made of answer ``k``: each request's new
+    results, on both sides, are paired with the calls of the answer before it (``pairing``)
+    and compared per call. Without ``calls``, results are compared by their own ids.
+    """
     found: list[Divergence] = []
     seen_tools: set[tuple[str, str]] = set()
-    before: tuple[dict[str, RecordedResult], dict[str, RecordedResult]] = ({}, {})
+    sent_new, recorded_new = new_results(api, sent), new_results(api, recorded)
     for turn in range(max(len(sent), len(recorded))):
         if turn >= len(recorded):
             found.append(_count_divergence(turn, "extra_request", len(recorded)))
@@ -211,10 +162,10 @@ def compare_requests(
         if turn >= len(sent):
             found.append(_count_divergence(turn, "missing_request", len(sent)))
             continue
-        s_results = keyed(read_results(api, sent[turn]))
-        r_results = keyed(read_results(api, recorded[turn]))
-        here = _compare_results(turn, _new(s_results, before[0]), _new(r_results, before[1]))
-        before = (s_results, r_results)
+        answer = list(calls[turn - 1]) if calls is not None and 0 < turn <= len(calls) else []
+        here = _compare_results(
+            turn, _by_call(sent_new[turn], answer), _by_call(recorded_new[turn], answer)
+        )
         for divergence in _compare_tools(api, turn, sent[turn], recorded[turn]):
             key = (divergence.path, json.dumps(divergence.replayed, sort_keys=True, default=str))
             if key not in seen_tools:
@@ -226,10 +177,15 @@ def compare_requests(
     return found
 
 
-def _new(
-    results: dict[str, RecordedResult], before: dict[str, RecordedResult]
-) -> dict[str, RecordedResult]:
-    return {call_id: r for call_id, r in results.items() if call_id not in before}
+def _by_call(results: list[RecordedResult], call_ids: list[str]) -> dict[str, RecordedResult]:
+    """Results keyed by the call they answer; unpaired ones by their own id or name."""
+    paired = pair(results, call_ids)
+    found = dict(paired.by_call)
+    for key, result in keyed(paired.unpaired).items():
+        while key in found:
+            key += "#"
+        found[key] = result
+    return found
 
 
 def _count_divergence(turn: int, kind: str, count: int) -> Divergence:
@@ -295,11 +251,6 @@ def _compare_tools(api: Api, turn: int, sent: Any, recorded: Any) -> list[Diverg
 
 
 def _compare_bodies(turn: int, sent: Any, recorded: Any) -> list[Divergence]:
-    def kept(body: Any) -> Any:
-        if not isinstance(body, dict):
-            return body
-        return {k: v for k, v in body.items() if k not in STRICT_IGNORED}
-
     return [
         Divergence(
             "request",
@@ -310,8 +261,58 @@ def _compare_bodies(turn: int, sent: Any, recorded: Any) -> list[Divergence]:
             change.b,
             f"request body differs at {change.path}",
         )
-        for change in json_diff(kept(recorded), kept(sent))
+        for change in json_diff(strict_form(recorded), strict_form(sent))
     ]
+
+
+def strict_form(body: Any) -> Any:
+    """A request body as ``--strict-requests`` compares it (docs/replay.md lists the rules).
+
+    Left out: the top-level ``STRICT_IGNORED`` fields; prompt-cache markers (``cache_control``,
+    anywhere: where a client puts them changes no conversation); null fields (``"citations":
+    null`` is an absent field); a tool's empty or null ``description``; the ``status`` and
+    ``namespace`` of echoed input items (a client may drop or add them). A Gemini thought
+    signature is compared as its bytes (standard base64 and base64url alike).
+    """
+    if not isinstance(body, dict):
+        return body
+    kept = {k: v for k, v in body.items() if k not in STRICT_IGNORED}
+    if isinstance(kept.get("input"), list):
+        kept["input"] = [
+            {k: v for k, v in item.items() if k not in _ECHO_FIELDS}
+            if isinstance(item, dict)
+            else item
+            for item in kept["input"]
+        ]
+    if isinstance(kept.get("tools"), list):
+        kept["tools"] = [
+            {k: v for k, v in tool.items() if not (k == "description" and not v)}
+            if isinstance(tool, dict)
+            else tool
+            for tool in kept["tools"]
+        ]
+    return _normal(kept)
+
+
+_ECHO_FIELDS = frozenset({"status", "namespace"})
+_SIGNATURES = frozenset({"thoughtSignature", "thought_signature"})
+_B64URL = str.maketrans("-_", "+/")
+
+
+def _normal(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_normal(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if item is None or key == "cache_control":
+            continue
+        if key in _SIGNATURES and isinstance(item, str):
+            out[key] = item.translate(_B64URL).rstrip("=")
+        else:
+            out[key] = _normal(item)
+    return out
 
 
 def compare_outcome(

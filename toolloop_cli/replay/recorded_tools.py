@@ -1,10 +1,15 @@
 """Toolboxes over a recording, for ``replay --results recorded``: no handler runs.
 
-``RecordedToolbox`` answers each call with the result the recording sent back for that call
-id (taken from the request that followed), and leaves lookup, validation and approval policy
-to another toolbox: the registry's, or ``DeclaredTools`` when there is no registry, which
-knows the tools the recording declared (and toolloop's own metadata about them when the
-recording was made by toolloop). The engine cannot tell it is replaying.
+``RecordedToolbox`` answers each call with the result the recording sent back for it (taken
+from the request that followed its answer, ``pairing``), and leaves lookup, validation and
+approval policy to another toolbox: the registry's, or ``DeclaredTools`` when there is no
+registry, which knows the tools each recorded request declared (tools may be added, loaded
+or replaced as a conversation goes on) and toolloop's own metadata about them when the
+recording was made by toolloop. The engine cannot tell it is replaying.
+
+Both ask a ``Cursor`` (the replay transport) how many recorded answers were served: the next
+request declares what its recorded request declared, and a call is looked up among the tools
+of the request its answer came to, and answered with what followed that answer.
 
 A recorded error envelope becomes the execution status that produces it again; a call the
 recording shows as RECONCILED times out here and is answered by ``reconcile``, so the engine
@@ -13,33 +18,25 @@ walks the same path it walked when it was recorded.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from toolloop_cli.audit.canonical import canonical_bytes, sha256_of
-from toolloop_cli.engine.ports import ModelAdapter, Toolbox
+from toolloop_cli.engine.ports import Toolbox
 from toolloop_cli.engine.types import (
     CallContext,
-    HttpResponse,
     JSONObject,
+    RecordedResult,
     ToolExecution,
     ToolInfo,
     ToolSpec,
 )
-from toolloop_cli.errors import ToolloopError
 from toolloop_cli.tools import policy as policy_rules
 
-from .divergence import (
-    RecordedResult,
-    ResultsReader,
-    is_envelope,
-    keyed,
-    recorded_result,
-    result_list,
-)
-from .split import Conversation
+from .divergence import is_envelope
 
-__all__ = ["DeclaredTools", "RecordedToolbox", "execution_of", "recorded_results", "results_reader"]
+__all__ = ["Cursor", "DeclaredTools", "RecordedToolbox", "execution_of"]
 
 #: Error envelope codes a handler's outcome produces, and the execution status behind each.
 _HANDLER_CODES = {
@@ -53,31 +50,48 @@ _HANDLER_CODES = {
 _ESCALATED_PREFIX = "the call was stopped for a person: "
 DEFAULT_MAX_ARGUMENT_BYTES = 65_536
 
-SchemaCheck = Callable[[str, JSONObject], list[str]]
+SchemaCheck = Callable[[ToolSpec, JSONObject], list[str]]
+#: an id the engine qualified with its turn
+_QUALIFIED = re.compile(r"(.+)_t[0-9]+")
+
+
+class Cursor(Protocol):
+    """How far a replay is: the number of recorded answers served so far."""
+
+    @property
+    def answered(self) -> int: ...
+
+
+class _Start:
+    answered = 0
 
 
 class DeclaredTools:
-    """Lookup and validation over the tools a recording declared (no handlers).
+    """Lookup and validation over the tools the recorded requests declared (no handlers).
 
-    ``meta`` is toolloop's per-tool metadata from the cassette (approval, side effects,
-    intent fields); a tool without it is a read that needs no approval.
+    ``declared[k]`` are the tools of recorded request ``k``. ``meta`` is toolloop's per-tool
+    metadata from the cassette (approval, side effects, intent fields). A tool without it
+    belongs to another tool's recording, so toolloop cannot know what it does: it needs no
+    approval, and each recorded turn is its own intent (a repeated identical call is answered
+    with what the recording answered it then, never with an earlier result).
     """
 
     def __init__(
         self,
-        specs: Sequence[ToolSpec],
+        declared: Sequence[Sequence[ToolSpec]],
         check: SchemaCheck,
         meta: Mapping[str, Mapping[str, Any]] | None = None,
         policy_revision: str = "recorded",
         approval_ttl_s: int = 3600,
+        cursor: Cursor | None = None,
     ) -> None:
-        self._specs = list(specs)
-        self._by_name = {spec.name: spec for spec in specs}
+        self._declared = [list(specs) for specs in declared] or [[]]
         self._check = check
         self._meta = meta or {}
         self._policy_revision = policy_revision
         self._ttl = approval_ttl_s
-        self._sha256 = sha256_of([spec.model_dump() for spec in specs])
+        self.cursor: Cursor = cursor or _Start()
+        self._sha256 = sha256_of([[s.model_dump() for s in specs] for specs in self._declared])
 
     @property
     def registry_sha256(self) -> str:
@@ -102,29 +116,45 @@ class DeclaredTools:
     def pin_problem(self, revision: str, sha256: str | None) -> str | None:
         return policy_rules.pin_problem(revision, sha256, self._policy_revision, None)
 
+    def _at(self, index: int) -> tuple[int, list[ToolSpec]]:
+        index = max(0, min(index, len(self._declared) - 1))
+        return index, self._declared[index]
+
     def specs(self) -> list[ToolSpec]:
-        return self._specs
+        """The tools the next request declares: those its recorded request declared."""
+        return self._at(self.cursor.answered)[1]
+
+    def _spec(self, name: str) -> tuple[int, ToolSpec | None]:
+        index, specs = self._at(self.cursor.answered - 1)
+        return index, next((s for s in specs if s.name == name), None)
 
     def lookup(self, name: str) -> ToolInfo | None:
-        spec = self._by_name.get(name)
+        """A tool the request answered last declared (a call comes from that answer)."""
+        index, spec = self._spec(name)
         if spec is None:
             return None
-        meta = self._meta.get(name, {})
-        fields = meta.get("key_fields")
+        meta = self._meta.get(name)
+        fields = meta.get("key_fields") if meta else None
         return ToolInfo(
             name=name,
-            schema_version=str(meta.get("schema_version", "recorded")),
-            side_effecting=bool(meta.get("side_effecting", False)),
-            needs_approval=bool(meta.get("needs_approval", False)),
+            schema_version=str(meta.get("schema_version", "recorded")) if meta else f"turn-{index}",
+            side_effecting=bool(meta.get("side_effecting", False)) if meta else True,
+            needs_approval=bool(meta.get("needs_approval", False)) if meta else False,
             key_fields=tuple(str(f) for f in fields) if isinstance(fields, list) else None,
             sha256=sha256_of(spec.model_dump()),
-            max_argument_bytes=int(meta.get("max_argument_bytes", DEFAULT_MAX_ARGUMENT_BYTES)),
-            has_reconcile=bool(meta.get("has_reconcile", False)),
-            sequential=bool(meta.get("sequential", False)),
+            max_argument_bytes=int(
+                meta.get("max_argument_bytes", DEFAULT_MAX_ARGUMENT_BYTES)
+                if meta
+                else DEFAULT_MAX_ARGUMENT_BYTES
+            ),
+            has_reconcile=bool(meta.get("has_reconcile", False)) if meta else False,
+            sequential=bool(meta.get("sequential", False)) if meta else False,
+            provider_type=spec.provider_type,
         )
 
     def validate(self, name: str, arguments: JSONObject) -> list[str]:
-        return self._check(name, arguments)
+        spec = self._spec(name)[1]
+        return [] if spec is None else self._check(spec, arguments)
 
     def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution:
         return ToolExecution("failed", error=f"{name} has no handler: it was only recorded")
@@ -136,17 +166,26 @@ class DeclaredTools:
 
 
 class RecordedToolbox:
-    """A ``Toolbox`` whose handlers answer with the recording's results, by call id."""
+    """A ``Toolbox`` whose handlers answer with the recording's results.
+
+    ``results[k]`` holds, by call id, the results recorded for the calls of answer ``k``.
+    """
 
     def __init__(
         self,
         policy: Toolbox,
-        results: Mapping[str, RecordedResult],
+        results: Sequence[Mapping[str, RecordedResult]],
         recorded_states: Mapping[str, str] | None = None,
+        cursor: Cursor | None = None,
+        foreign: bool = False,
     ) -> None:
         self.policy = policy
-        self.results = results
+        self.results = list(results)
         self.recorded_states = recorded_states or {}
+        self.cursor: Cursor = cursor or _Start()
+        #: another tool's recording: a call it holds no result for was never answered there
+        #: (its client rewrote the history), which is an error for the model, not a fault
+        self.foreign = foreign
         #: call ids answered from the recording, in order
         self.answered: list[str] = []
 
@@ -182,15 +221,28 @@ class RecordedToolbox:
     def validate(self, name: str, arguments: JSONObject) -> list[str]:
         return self.policy.validate(name, arguments)
 
+    def _result(self, call_id: str) -> RecordedResult | None:
+        """The result recorded for a call of the answer served last. The engine may qualify
+        an id the adapter made up with its turn (``<id>_t<turn>``): that id counts too."""
+        index = self.cursor.answered - 1
+        if not 0 <= index < len(self.results):
+            return None
+        turn = self.results[index]
+        qualified = _QUALIFIED.fullmatch(call_id)
+        return turn.get(call_id) or (turn.get(qualified.group(1)) if qualified else None)
+
     def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution:
         self.answered.append(context.call_id)
         reconciled = self.recorded_states.get(context.call_id) == "RECONCILED"
-        return execution_of(self.results.get(context.call_id), reconciled=reconciled)
+        result = self._result(context.call_id)
+        if result is None and self.foreign:
+            return ToolExecution("tool_error", error="the recording has no result for this call")
+        return execution_of(result, reconciled=reconciled)
 
     def reconcile(
         self, name: str, arguments: JSONObject, context: CallContext
     ) -> ToolExecution | None:
-        result = self.results.get(context.call_id)
+        result = self._result(context.call_id)
         if self.recorded_states.get(context.call_id) != "RECONCILED" or result is None:
             return None
         return execution_of(result)
@@ -223,48 +275,3 @@ def execution_of(result: RecordedResult | None, reconciled: bool = False) -> Too
 
 def _ok(value: Any) -> ToolExecution:
     return ToolExecution("ok", value=value, result_bytes=len(canonical_bytes(value)))
-
-
-def results_reader(adapter: object) -> ResultsReader:
-    """The adapter's own reader of results in a request when it has one, else the helper."""
-    method = getattr(adapter, "request_results", None)
-    if not callable(method):
-        return result_list
-
-    def read(api: tuple[str, str], body: Any) -> list[RecordedResult]:
-        if not isinstance(body, dict):
-            return []
-        found = method(body)
-        return [recorded_result(cid, out, flag) for cid, (out, flag) in found.items()]
-
-    return read
-
-
-def recorded_results(
-    adapter: ModelAdapter, conversation: Conversation
-) -> dict[str, RecordedResult]:
-    """Each call's recorded result, by the call id the engine will see.
-
-    The recorded answers are parsed with the adapter, and each call is paired with a result
-    the next request brought back: by id, else by position (generateContent sends no ids).
-    """
-    read = results_reader(adapter)
-    bodies = conversation.bodies
-    found: dict[str, RecordedResult] = {}
-    for index, interaction in enumerate(conversation.interactions[:-1]):
-        before = keyed(read(conversation.api, bodies[index]))
-        after = keyed(read(conversation.api, bodies[index + 1]))
-        new = [result for key, result in after.items() if key not in before]
-        recorded = interaction.response
-        headers = {name: ", ".join(values) for name, values in recorded.headers.items()}
-        try:
-            turn = adapter.parse_response(HttpResponse(recorded.status, headers, recorded.body))
-        except ToolloopError:
-            continue
-        by_id = {result.call_id: result for result in new}
-        unpaired = [r for r in new if r.call_id not in {c.call_id for c in turn.calls}]
-        for call in turn.calls:
-            result = by_id.get(call.call_id) or (unpaired.pop(0) if unpaired else None)
-            if result is not None:
-                found.setdefault(call.call_id, result)
-    return found

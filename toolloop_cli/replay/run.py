@@ -25,19 +25,15 @@ from toolloop_cli.engine.ports import Clock
 from toolloop_cli.engine.records import Counters, Guards, OperationRecord
 from toolloop_cli.engine.states import OpState
 from toolloop_cli.engine.types import JSONObject, ModelSettings
-from toolloop_cli.errors import CanonicalJSONError, TranscriptError, UsageError
+from toolloop_cli.errors import AdapterError, CanonicalJSONError, TranscriptError, UsageError
 from toolloop_cli.replay.decisions import Decisions, ReplayClock, drive
-from toolloop_cli.replay.deps import Plan, meta_list, plan_deps, policy_toolbox
+from toolloop_cli.replay.deps import Plan, meta_list, plan_deps, policy_toolbox, recorded_table
 from toolloop_cli.replay.divergence import (
     Divergence,
     compare_outcome,
     compare_requests,
 )
-from toolloop_cli.replay.recorded_tools import (
-    recorded_results,
-    results_reader,
-)
-from toolloop_cli.replay.shapes import recorded_settings, task_text
+from toolloop_cli.replay.shapes import conversation_items, recorded_settings, task_text
 from toolloop_cli.replay.split import Conversation, Skipped, split_conversations
 from toolloop_cli.store import Store
 from toolloop_cli.tools.registry import Registry, load_registry
@@ -109,30 +105,34 @@ def replay(
     cassette = load_cassette(options.cassette)
     split = split_conversations(cassette)
     meta = cassette.metadata.get(METADATA_KEY)
-    operations = []
-    for index, conversation in enumerate(split.conversations):
+    started = []
+    for index, conversation in enumerate(split.conversations):  # all checked before any runs
         own = meta if isinstance(meta, dict) and len(split.conversations) == 1 else {}
         plan = Plan(cassette, conversation, own, registry, mode)
-        operations.append(_replay_one(store, plan, index, options, clock, on_event))
+        engine_clock = clock or _replay_clock(plan, options)
+        op = _new_operation(store, plan, index, options, engine_clock)
+        started.append((plan, op, _seed(plan, op, index), engine_clock))
+    operations = [
+        _replay_one(store, plan, op, seed, options, engine_clock, on_event)
+        for plan, op, seed, engine_clock in started
+    ]
     return ReplayReport(options.cassette, mode, operations, split.skipped)
 
 
 def _replay_one(
     store: Store,
     plan: Plan,
-    index: int,
+    op: OperationRecord,
+    seed: list[JSONObject],
     options: ReplayOptions,
-    clock: Clock | None,
+    engine_clock: Clock,
     on_event: Callable[[str, dict[str, object]], None] | None,
 ) -> ReplayedOperation:
-    engine_clock = clock or _replay_clock(plan, options)
-    op = _new_operation(store, plan, index, options, engine_clock)
     deps = plan_deps(store, op, plan, engine_clock, on_event, None)
     with store.transaction():
         store.insert_operation(op)
         store.log_transition(op.operation_id, "operation", None, op.state.value, op.created_at)
-        items = deps.adapter.start(op.task, ModelSettings(**op.settings))
-        store.append_items(op.operation_id, items)
+        store.append_items(op.operation_id, seed)
     waiting, refused = drive(store, deps, op.operation_id, _decisions(plan, options))
     assert isinstance(deps.transport, ReplayTransport)
     divergences = refused + _divergences(store, deps, op.operation_id, plan, options, waiting)
@@ -146,6 +146,31 @@ def _replay_one(
         waiting,
         Path(data_dir) if data_dir else None,
     )
+
+
+def _seed(plan: Plan, op: OperationRecord, index: int) -> list[JSONObject]:
+    """The conversation the operation starts from: its first recorded request's, as recorded.
+
+    For a request that already carries earlier calls and their results (another run's
+    history, or the turns before a new user message), those are history: sent again as they
+    were, never executed. A history the adapter would refuse to send (a ``tool_use`` not
+    answered in the next message) makes the cassette unusable here, before anything is
+    written.
+    """
+    conversation = plan.conversation
+    adapter = make_adapter(*conversation.api)
+    settings = ModelSettings(**op.settings)
+    items = conversation_items(conversation.api, conversation.bodies[0])
+    if not items:
+        return adapter.start(op.task, settings)
+    try:
+        adapter.build_request(items, [], settings)
+    except AdapterError as exc:
+        raise TranscriptError(
+            f"transcript {plan.cassette.path}: conversation {index + 1}: its first request "
+            f"holds a history toolloop would not send ({exc})"
+        ) from None
+    return items
 
 
 def _keep_divergences(
@@ -211,11 +236,15 @@ def _new_operation(
     conversation, meta = plan.conversation, plan.meta
     first = conversation.interactions[0].request
     body = first.json()
-    task = task_text(conversation.api, body) or meta.get("task")
-    if not isinstance(task, str) or not task:
+    task = meta.get("task") if isinstance(meta.get("task"), str) else None
+    if task is None:
+        task = task_text(conversation.api, body)
+    if task is None and conversation_items(conversation.api, body):
+        task = ""  # the conversation says no words of its own (the prompt is the instructions)
+    if not isinstance(task, str):
         raise TranscriptError(
             f"transcript {plan.cassette.path}: conversation {index + 1}: the first request "
-            "carries no user input to take the task from"
+            "carries no conversation to start from"
         )
     settings = _settings(conversation, body, first.uri, meta)
     provider, api_family = conversation.api
@@ -322,8 +351,7 @@ def _decisions(plan: Plan, options: ReplayOptions) -> Decisions:
     recorded = {a["call_id"]: a for a in meta_list(plan.meta, "approvals") if "call_id" in a}
     answered: set[str] = set()
     if plan.mode == "recorded":
-        adapter = make_adapter(*plan.conversation.api)
-        answered = set(recorded_results(adapter, plan.conversation))
+        answered = {call_id for turn in recorded_table(plan.conversation) for call_id in turn}
     return Decisions(
         mode=plan.mode,
         recorded=recorded,
@@ -344,12 +372,16 @@ def _divergences(
     transport = deps.transport
     assert isinstance(transport, ReplayTransport)
     conversation = plan.conversation
+    made: list[list[str]] = [[] for _ in transport.sent]  # the engine's calls, per answer
+    for call in store.calls(op_id):
+        if 0 <= call.turn_idx < len(made):
+            made[call.turn_idx].append(call.call_id)
     found = compare_requests(
         conversation.api,
         [request.body for request in transport.sent],
         conversation.bodies,
         strict=options.strict_requests,
-        read_results=results_reader(deps.adapter),
+        calls=made,
     )
     if waiting:  # stopped for a person: what was not sent yet is not a divergence
         found = [d for d in found if d.kind != "missing_request"]

@@ -1,11 +1,24 @@
 """Split a cassette into conversations, and list the interactions a replay cannot use.
 
 A cassette recorded around a test suite or an app may hold several conversations, and calls
-to endpoints that are not a model API (token exchange, telemetry, file uploads). A request
-continues the conversation before it when it is of the same API and either names provider
-state to continue (``previous_response_id`` …) or carries that conversation's items, in
-order, plus more. The same items again continue it only after an error answer (a retry);
-after a successful answer they start a new conversation.
+to endpoints that are not a model API (token exchange, telemetry, file uploads). Each model
+request is joined to the open conversation it continues, looked for among all open ones (an
+agent called as a tool holds its own conversation between a call and its result):
+
+1. a stateful request names provider state the conversation holds (``previous_response_id``
+   of one of its answers, ``previous_interaction_id``, the same ``conversation``);
+2. a stateless one carries that conversation's last request items and its answer, in order,
+   compared as ``comparable`` says (a moved cache marker or a re-spelled field is the same
+   item), and maybe more;
+3. the same items again after an answer that may be retried (429, 5xx, 529…) is a retry;
+4. failing those, it carries the last request's items plus more (a client that rewrote the
+   answer it echoes), or names provider state no answer here holds (the newest one).
+
+A request that continues a conversation whose last answer was not a tool call (a final
+answer, a cut one, an error that is not retried) starts a new conversation: a new user turn
+after a final answer, or a corrected resend after a refused request, is a run of its own,
+which starts from the history its first request carries. A background answer (``queued``)
+is the last poll of it (``GET …/responses/ID``), which is folded into its request.
 """
 
 from __future__ import annotations
@@ -13,21 +26,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolloop_cli.errors import TranscriptError
+from toolloop_cli.engine.types import HttpResponse, ModelTurn, TurnOutcome
+from toolloop_cli.errors import ToolloopError, TranscriptError
 from toolloop_cli.transcripts.cassette import Cassette, Interaction
+from toolloop_cli.transcripts.detect import detect_poll
 
-from .shapes import Api, continues_from, conversation_items
+from .shapes import Api, comparable_items, continues_from, reader
 
-__all__ = ["Conversation", "Skipped", "Split", "split_conversations"]
+__all__ = ["Conversation", "Skipped", "Split", "parse_answer", "split_conversations"]
+
+#: Conversations looked at when joining a request (the most recent ones).
+MAX_OPEN = 16
 
 
 @dataclass(frozen=True)
 class Conversation:
-    """Consecutive interactions of one conversation; ``indices`` are 0-based cassette positions."""
+    """Interactions of one conversation; ``indices`` are 0-based cassette positions.
+
+    ``interactions`` are what a replay serves: a background request's answer is its last
+    poll. ``turns`` are their answers parsed by the adapter (None where that failed).
+    """
 
     api: Api
     interactions: tuple[Interaction, ...]
     indices: tuple[int, ...]
+    turns: tuple[ModelTurn | None, ...] = ()
 
     @property
     def bodies(self) -> list[Any]:
@@ -58,20 +81,64 @@ class Split:
 class _Open:
     api: Api
     items: list[Any]
-    last_status: int
     interactions: list[Interaction] = field(default_factory=list)
     indices: list[int] = field(default_factory=list)
+    turns: list[ModelTurn | None] = field(default_factory=list)
+    #: provider-side state it holds: its answers' ids, ``conversation:<id>``
+    keys: set[str] = field(default_factory=set)
+    order: int = 0
+
+    @property
+    def last(self) -> ModelTurn | None:
+        return self.turns[-1] if self.turns else None
+
+    def answer(self) -> list[Any]:
+        """The last answer's items, as a request echoing it carries them."""
+        found = reader(self.api)
+        turn = self.last
+        if found is None or turn is None or turn.outcome is TurnOutcome.API_FAILURE:
+            return []
+        return [found.comparable(item) for item in turn.output_items]
+
+    def add(self, index: int, interaction: Interaction, items: list[Any], key: str | None) -> None:
+        turn = parse_answer(self.api, interaction)
+        self.items = items
+        self.interactions.append(interaction)
+        self.indices.append(index)
+        self.turns.append(turn)
+        if key is not None and key.startswith("conversation:"):
+            self.keys.add(key)
+        if turn is not None and turn.response_id:
+            self.keys.add(turn.response_id)
 
     def close(self) -> Conversation:
-        return Conversation(self.api, tuple(self.interactions), tuple(self.indices))
+        return Conversation(
+            self.api, tuple(self.interactions), tuple(self.indices), tuple(self.turns)
+        )
+
+
+def parse_answer(api: Api, interaction: Interaction) -> ModelTurn | None:
+    """A recorded answer as the adapter of its API reads it; None when it cannot."""
+    from toolloop_cli.adapters import get_adapter
+
+    recorded = interaction.response
+    headers = {name: ", ".join(values) for name, values in recorded.headers.items()}
+    try:
+        return get_adapter(*api).parse_response(
+            HttpResponse(recorded.status, headers, recorded.body)
+        )
+    except ToolloopError:
+        return None
 
 
 def split_conversations(cassette: Cassette) -> Split:
-    """Conversations in recording order; a ``TranscriptError`` when there is none."""
+    """Conversations in the order they start; a ``TranscriptError`` when there is none."""
     split = Split()
-    current: _Open | None = None
+    opened: list[_Open] = []
     for index, interaction in enumerate(cassette.interactions):
         request = interaction.request
+        if request.method.upper() == "GET" and _fold_poll(opened, index, interaction):
+            continue
         if interaction.api is None:
             split.skipped.append(
                 Skipped(index, request.method, request.uri, "not a known model API endpoint")
@@ -83,19 +150,17 @@ def split_conversations(cassette: Cassette) -> Split:
             body = None
         if not isinstance(body, dict):
             split.skipped.append(
-                Skipped(index, request.method, request.uri, "request has no JSON object body")
+                Skipped(index, request.method, request.uri, "request has no JSON body")
             )
             continue
-        items = conversation_items(interaction.api, body)
-        if current is None or not _continues(current, interaction.api, body, items):
-            if current is not None:
-                split.conversations.append(current.close())
-            current = _Open(interaction.api, items, interaction.response.status)
-        current.items, current.last_status = items, interaction.response.status
-        current.interactions.append(interaction)
-        current.indices.append(index)
-    if current is not None:
-        split.conversations.append(current.close())
+        items = comparable_items(interaction.api, body)
+        key = continues_from(interaction.api, body)
+        target = _find(opened[-MAX_OPEN:], interaction.api, items, key)
+        if target is None:
+            target = _Open(interaction.api, items, order=len(opened))
+            opened.append(target)
+        target.add(index, interaction, items, key)
+    split.conversations = [o.close() for o in sorted(opened, key=lambda o: o.order)]
     if not split.conversations:
         raise TranscriptError(
             f"transcript {cassette.path}: no model API request with a JSON body to replay"
@@ -103,12 +168,58 @@ def split_conversations(cassette: Cassette) -> Split:
     return split
 
 
-def _continues(current: _Open, api: Api, body: Any, items: list[Any]) -> bool:
-    if api != current.api:
+def _find(opened: list[_Open], api: Api, items: list[Any], key: str | None) -> _Open | None:
+    """The open conversation a request continues (newest first), or None for a new one."""
+    candidates = [o for o in reversed(opened) if o.api == api]
+    for conversation in candidates:
+        if _retry(conversation, items) or _continues(conversation, items, key):
+            return conversation if _retry(conversation, items) or _calls(conversation) else None
+    for conversation in candidates:  # the echoed answer was rewritten: last items and more
+        if key is None and len(items) > len(conversation.items):
+            if items[: len(conversation.items)] == conversation.items:
+                return conversation if _calls(conversation) else None
+    if key is not None and candidates:  # state none of its answers named: the newest one
+        return candidates[0] if _calls(candidates[0]) else None
+    return None
+
+
+def _retry(conversation: _Open, items: list[Any]) -> bool:
+    """The same request again, after an answer that may be retried."""
+    last = conversation.last
+    failed = last is not None and last.outcome is TurnOutcome.API_FAILURE
+    retryable = failed and last is not None and last.error is not None and last.error.retryable
+    return retryable and items == conversation.items
+
+
+def _continues(conversation: _Open, items: list[Any], key: str | None) -> bool:
+    if key is not None:
+        return key in conversation.keys
+    last = conversation.last
+    if last is not None and last.outcome is TurnOutcome.API_FAILURE:
         return False
-    if continues_from(api, body) is not None:
-        return True
-    before = current.items
-    if items[: len(before)] != before:
+    prefix = conversation.items + conversation.answer()
+    return len(items) >= len(prefix) > len(conversation.items) and items[: len(prefix)] == prefix
+
+
+def _calls(conversation: _Open) -> bool:
+    """Whether its last answer asked for tool results (or could not be read at all)."""
+    last = conversation.last
+    return last is None or last.outcome is TurnOutcome.TOOL_PROPOSALS
+
+
+def _fold_poll(opened: list[_Open], index: int, interaction: Interaction) -> bool:
+    """A poll of a background answer becomes that answer (the last poll wins)."""
+    found = detect_poll(interaction.request.uri)
+    if found is None:
         return False
-    return len(items) > len(before) or not 200 <= current.last_status < 300
+    api, response_id = found
+    for conversation in reversed(opened):
+        last = conversation.last
+        if conversation.api == api and last is not None and last.response_id == response_id:
+            started = conversation.interactions[-1]
+            answered = Interaction(started.request, interaction.response, api)
+            conversation.interactions[-1] = answered
+            conversation.turns[-1] = parse_answer(api, answered)
+            conversation.indices.append(index)
+            return True
+    return False

@@ -128,9 +128,13 @@ def _new_operation(
             raise UsageError("--model is required with --provider")
         provider, model = options.provider, options.model
         transport = transport or live_transport(provider)
-        api_family = PROVIDERS[provider]["api_family"] if provider in PROVIDERS else "responses"
+        if provider not in PROVIDERS:
+            known = ", ".join(sorted(PROVIDERS))
+            raise UsageError(f"unknown provider {provider!r}; known: {known}")
+        spec = PROVIDERS[provider]
+        api_family = spec.family
         source = {"base_url": scrub_uri(base_url(provider))}  # no user:password@ in the store
-        provider = PROVIDERS.get(provider, {}).get("provider", provider)  # gemini-generate
+        provider = spec.provider  # gemini-generate is gemini
         transport_name = "live" if provider != "scripted" else "scripted"
     if options.record is not None:
         source["record"] = str(_record_path(options, store))

@@ -138,6 +138,19 @@ class _Results:
 
     def __init__(self, requests: _Requests) -> None:
         self.requests = requests
+        self._turns = {(t["operation_id"], t["idx"]): t for t in requests.rows.turns}
+
+    def _provider_types(self, calls: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+        """Name -> provider-defined type, from the tools the turn's request declared."""
+        if not calls:
+            return {}
+        turn = self._turns.get((calls[0].get("operation_id"), calls[0].get("turn_idx")))
+        digest = turn.get("tools_sha256") if turn else None
+        blob = self.requests.rows.blobs.get(digest) if isinstance(digest, str) else None
+        if blob is None:
+            return {}
+        specs = [ToolSpec(**t) for t in json.loads(blob)]
+        return {s.name: s.provider_type for s in specs if s.provider_type is not None}
 
     def __call__(
         self, op: Mapping[str, Any], calls: Sequence[Mapping[str, Any]], items: Sequence[Any]
@@ -151,7 +164,8 @@ class _Results:
             return None  # not rebuildable here: counted as unchecked
         try:
             results = results_for_model(
-                [call_from_row([c.get(n) for n in CALL_NAMES]) for c in calls]
+                [call_from_row([c.get(n) for n in CALL_NAMES]) for c in calls],
+                self._provider_types(calls).get,
             )
             rebuilt = [canonical_text(i) for i in adapter.result_items(results)]
             stored = [canonical_text(i) for i in items]

@@ -29,6 +29,7 @@ from toolloop_cli.strict_json import MAX_ARGUMENT_BYTES
 from toolloop_cli.tools import strict_yaml
 from toolloop_cli.tools.context import ToolContext
 from toolloop_cli.tools.handler_modules import import_handler_module
+from toolloop_cli.tools.provider_tools import ProviderTool, check_provider_tool
 from toolloop_cli.tools.validation import (
     compile_validator,
     json_problems,
@@ -50,9 +51,14 @@ _TOP_KEYS = frozenset({"registry", "revision", "policy", "tools", "defaults"})
 _POLICY_KEYS = frozenset({"revision", "approvers", "approval_ttl_s", "forbid_self_approval"})
 _TOOL_KEYS = frozenset(
     "schema_version description risk timeout_ms handler reconcile approval max_result_bytes"
-    " max_argument_bytes idempotency parameters result_schema sequential".split()
+    " max_argument_bytes idempotency parameters result_schema sequential provider_tool".split()
 )
-_TOOL_REQUIRED = frozenset({"schema_version", "description", "risk", "handler", "parameters"})
+#: ``description`` may be left out or empty, as every provider allows; a provider-defined
+#: tool (``provider_tool``) needs no ``parameters``: its provider fixes its input
+_TOOL_REQUIRED = frozenset({"schema_version", "risk", "handler", "parameters"})
+_PROVIDER_TOOL_REQUIRED = _TOOL_REQUIRED - {"parameters"}
+#: what a provider-defined tool's calls are checked against when the registry says nothing
+_ANY_OBJECT: dict[str, Any] = {"type": "object"}
 _UNPARSED = strict_yaml.NOT_LOADED
 #: A registry is a few KiB (10,000 tools are 2.6 MB); anything larger is refused unread.
 MAX_REGISTRY_BYTES = 16 * 1024 * 1024
@@ -95,6 +101,8 @@ class ToolDef:
     key_fields: tuple[str, ...] | None
     sequential: bool
     sha256: str
+    #: set when the tool is one its provider defines (``tools.provider_tools``)
+    provider_tool: ProviderTool | None = None
     validator: Validator = field(init=False, compare=False, repr=False)
     result_validator: Validator | None = field(init=False, compare=False, repr=False)
 
@@ -135,6 +143,14 @@ class Registry:
         """The tools as declared to a model, in registry order."""
         return [
             ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+            if t.provider_tool is None
+            else ToolSpec(
+                name=t.name,
+                description=t.description,
+                parameters=t.parameters,
+                provider=t.provider_tool.provider,
+                declaration=t.provider_tool.declaration(t.name),
+            )
             for t in self.tools.values()
         ]
 
@@ -229,15 +245,24 @@ def _check_tool(
 ) -> ToolDef | None:
     """Check one tool mapping; a ``ToolDef`` only when the tool itself has no problem."""
     before = len(problems)
-    _check_keys(body, path, _TOOL_KEYS, _TOOL_REQUIRED, problems)
+    provider_tool = None
+    if "provider_tool" in body:
+        provider_tool, found = check_provider_tool(
+            name, body["provider_tool"], _join(path, "provider_tool")
+        )
+        problems.extend(found)
+    required = _TOOL_REQUIRED if "provider_tool" not in body else _PROVIDER_TOOL_REQUIRED
+    _check_keys(body, path, _TOOL_KEYS, required, problems)
     parameters = _check_schema(body, "parameters", path, problems, object_required=True)
+    if parameters is None and "parameters" not in body and "provider_tool" in body:
+        parameters = dict(_ANY_OBJECT)
     result_schema = _check_schema(body, "result_schema", path, problems, object_required=False)
     handler = _resolve(body, "handler", path, folder, problems)
     reconcile = _resolve(body, "reconcile", path, folder, problems)
     key_fields = _check_key_fields(body, path, parameters, problems)
     tool_fields = {
         "schema_version": _get(body, "schema_version", path, problems, "str", ""),
-        "description": _get(body, "description", path, problems, "str", ""),
+        "description": _get(body, "description", path, problems, "description", None) or "",
         "risk": _get(body, "risk", path, problems, "risk", "read"),
         "approval": _get(body, "approval", path, problems, "approval", "never"),
         "timeout_ms": _get(body, "timeout_ms", path, problems, "count", 5000),
@@ -259,6 +284,7 @@ def _check_tool(
         result_schema=result_schema,
         key_fields=key_fields,
         sha256=sha256_of(body),
+        provider_tool=provider_tool,
         **tool_fields,
     )
 
@@ -351,6 +377,7 @@ def _text(v: Any) -> bool:
 
 _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {  # kind: (test, what it must be)
     "str": (_text, "a non-empty string"),
+    "description": (lambda v: v is None or isinstance(v, str), "a string (it may be empty)"),
     "count": (lambda v: type(v) is int and v > 0, "a positive integer"),
     "argument_cap": (
         lambda v: type(v) is int and 0 < v <= MAX_ARGUMENT_BYTES,

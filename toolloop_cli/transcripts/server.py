@@ -36,6 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from toolloop_cli.adapters.providers import BASE_URL_ENV
 from toolloop_cli.errors import UsageError
 
 from .cassette import Cassette, Interaction, load_cassette, scrub_headers, scrub_uri
@@ -56,12 +57,6 @@ __all__ = [
 ]
 
 HOST = "127.0.0.1"
-#: provider → (environment variable, the path its base URL ends with)
-BASE_URL_ENV: dict[str, tuple[str, str]] = {
-    "openai": ("OPENAI_BASE_URL", "/v1"),
-    "anthropic": ("ANTHROPIC_BASE_URL", ""),
-    "gemini": ("GEMINI_BASE_URL", ""),
-}
 _STATUSES = frozenset({400, 429, 500, 503, 529})
 #: The largest request body read; a larger one is answered 413 without being read.
 MAX_REQUEST_BYTES = 16 * 1024 * 1024

@@ -41,6 +41,7 @@ class ReplayTransport:
         self._all = list(self._queue)
         #: answers already used by an earlier process of the same operation (on resume)
         self._queue = self._queue[start:]
+        self._start = start
 
     def recorded_model(self) -> str | None:
         """The ``model`` of the first recorded request, if its body says (for display)."""
@@ -53,6 +54,11 @@ class ReplayTransport:
             if isinstance(model, str):
                 return model
         return None
+
+    @property
+    def answered(self) -> int:
+        """How many recorded answers were served, by this process and earlier ones."""
+        return self._start + len(self.served)
 
     @property
     def remaining(self) -> int:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from toolloop_cli.adapters.providers import BASE_URL_ENV, BY_NAME, ProviderSpec
 from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ports import Clock, ModelAdapter, Toolbox, Transport
@@ -27,58 +28,29 @@ from toolloop_cli.tools.dispatcher import execute as run_handler, reconcile as r
 from toolloop_cli.tools.registry import Registry, ToolDef, load_registry
 from toolloop_cli.wiring import failpoints, pricing
 
-#: Where live providers are reached, and which environment variables configure them.
-PROVIDERS: dict[str, dict[str, str]] = {
-    # a scripted model for tests and demos: no key, no network; its transport is handed in
-    "scripted": {
-        "api_family": "scripted",
-        "key_env": "",
-        "base_env": "",
-        "base_url": "scripted://model",
-    },
-    # name given to --provider → provider as stored on the operation, API family, key and
-    # base-URL variables, default base URL (each SDK's convention: OpenAI's includes /v1)
-    "openai": {
-        "provider": "openai",
-        "api_family": "responses",
-        "key_env": "OPENAI_API_KEY",
-        "base_env": "OPENAI_BASE_URL",
-        "base_url": "https://api.openai.com/v1",
-    },
-    "anthropic": {
-        "provider": "anthropic",
-        "api_family": "messages",
-        "key_env": "ANTHROPIC_API_KEY",
-        "base_env": "ANTHROPIC_BASE_URL",
-        "base_url": "https://api.anthropic.com",
-    },
-    "gemini": {
-        "provider": "gemini",
-        "api_family": "interactions",
-        "key_env": "GEMINI_API_KEY",
-        "base_env": "GEMINI_BASE_URL",
-        "base_url": "https://generativelanguage.googleapis.com",
-    },
-    "gemini-generate": {
-        "provider": "gemini",
-        "api_family": "generate_content",
-        "key_env": "GEMINI_API_KEY",
-        "base_env": "GEMINI_BASE_URL",
-        "base_url": "https://generativelanguage.googleapis.com",
-    },
-}
+#: ``--provider`` name → where it is reached live and how (the provider table's entries)
+PROVIDERS: Mapping[str, ProviderSpec] = BY_NAME
 
 
 class RegistryToolbox:
-    """The engine's ``Toolbox`` over a loaded registry: exact-name lookup, strict checks."""
+    """The engine's ``Toolbox`` over a loaded registry: exact-name lookup, strict checks.
+
+    A provider-defined tool exists only for its own provider: with ``provider`` given, the
+    others' are neither declared nor found (a call to one is a call to an unknown tool).
+    """
 
     def __init__(
-        self, registry: Registry, data_dir: Path, now: Callable[[], float] = time.time
+        self,
+        registry: Registry,
+        data_dir: Path,
+        now: Callable[[], float] = time.time,
+        provider: str | None = None,
     ) -> None:
         self.registry = registry
         self.data_dir = data_dir
         self.now = now  # the engine's clock, so deadlines and timeouts agree
-        self._specs = registry.tool_specs()
+        self.provider = provider
+        self._specs = [spec for spec in registry.tool_specs() if spec.provider in (None, provider)]
 
     @property
     def registry_sha256(self) -> str:
@@ -109,7 +81,7 @@ class RegistryToolbox:
 
     def lookup(self, name: str) -> ToolInfo | None:
         tool = self.registry.get(name)
-        if tool is None:
+        if tool is None or (tool.provider_tool and tool.provider_tool.provider != self.provider):
             return None
         return ToolInfo(
             name=tool.name,
@@ -121,6 +93,7 @@ class RegistryToolbox:
             max_argument_bytes=tool.max_argument_bytes,
             has_reconcile=tool.reconcile is not None,
             sequential=tool.sequential,
+            provider_type=tool.provider_tool.type if tool.provider_tool else None,
         )
 
     def validate(self, name: str, arguments: JSONObject) -> list[str]:
@@ -201,14 +174,14 @@ def live_transport(provider: str) -> Transport:
     info = PROVIDERS.get(provider)
     if info is None:
         raise UsageError(f"unknown provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}")
-    if not info["key_env"]:
+    if not info.key_env:
         raise UsageError(f"the {provider} provider has no live transport")
-    key = os.environ.get(info["key_env"], "")
+    key = os.environ.get(info.key_env, "")
     if not key:
-        raise UsageError(f"{info['key_env']} is not set: the {provider} provider needs an API key")
+        raise UsageError(f"{info.key_env} is not set: the {provider} provider needs an API key")
     problem = key_problem(key)
     if problem is not None:
-        raise UsageError(f"{info['key_env']} {problem}; fix the variable")
+        raise UsageError(f"{info.key_env} {problem}; fix the variable")
     raw = os.environ.get("TOOLLOOP_REQUEST_TIMEOUT_S", "").strip()
     try:
         limit = float(raw) if raw else REQUEST_TIMEOUT_S
@@ -219,7 +192,7 @@ def live_transport(provider: str) -> Transport:
             f"TOOLLOOP_REQUEST_TIMEOUT_S must be a positive number of seconds, not {raw!r}"
         )
     return LiveTransport(
-        info.get("provider", provider),
+        info.provider,
         key,
         request_timeout_s=limit,
         allow_insecure_http=_insecure_http_allowed(),
@@ -235,11 +208,11 @@ def base_url(provider: str) -> str:
     from toolloop_cli.adapters.live import plaintext_host
 
     info = PROVIDERS[provider]
-    url = (info["base_env"] and os.environ.get(info["base_env"])) or info["base_url"]
+    url = (info.base_env and os.environ.get(info.base_env)) or info.base_url
     host = plaintext_host(url)
     if host is not None and not _insecure_http_allowed():
         raise UsageError(
-            f"{info['base_env']} is plaintext http:// to {host}, which is not loopback: the key "
+            f"{info.base_env} is plaintext http:// to {host}, which is not loopback: the key "
             "would travel unencrypted; use https://, or set TOOLLOOP_ALLOW_INSECURE_HTTP=1"
         )
     return url
@@ -250,8 +223,8 @@ def stored_base_url(provider: str, stored: str | None) -> str | None:
     environment's URL is used when it is the same URL once scrubbed."""
     from toolloop_cli.transcripts.cassette import scrub_uri
 
-    info = PROVIDERS.get(provider)
-    current = os.environ.get(info["base_env"]) if info and info["base_env"] else None
+    env = BASE_URL_ENV.get(provider, ("", ""))[0]
+    current = os.environ.get(env) if env else None
     return current if stored and current and scrub_uri(current) == stored else stored
 
 
@@ -284,7 +257,9 @@ def deps_for(
         if registry is None:
             raise UsageError(f"operation {op.operation_id} needs its registry to run tools")
         data_dir = Path(source["data_dir"]) if source.get("data_dir") else store.data_dir
-        toolbox = RegistryToolbox(registry, data_dir, lambda: engine_clock.now().timestamp())
+        toolbox = RegistryToolbox(
+            registry, data_dir, lambda: engine_clock.now().timestamp(), provider=op.provider
+        )
     if source.get("record"):
         transport = recording_transport(store, op, transport, toolbox)
     deps = Deps(

@@ -353,7 +353,7 @@ def test_replay_and_diff_output_escape_hostile_text(cli: Invoke, tmp_path: Path)
     assert replayed.exit_code == 17, replayed.output  # the recording declares no tools
     assert_shown_safely(replayed.stdout)
     compared = cli("diff", str(one), str(two), env={"COLUMNS": "400"})
-    assert compared.exit_code == 1, compared.output
+    assert compared.exit_code == 18, compared.output
     assert_shown_safely(compared.stdout)
 
 

@@ -15,7 +15,7 @@ from .clock import iso, parse_iso
 from .context import Deps, call_to, transition, turn_calls
 from .ids import arguments_digest
 from .records import ApprovalRecord, CallRecord, OperationRecord
-from .states import CallState, OpState
+from .states import ApprovalStatus, CallState, OpState
 
 C = CallState
 
@@ -30,12 +30,16 @@ def collect_decisions(deps: Deps, op: OperationRecord) -> tuple[OperationRecord,
                 continue
             apr = deps.store.get_approval(call.approval_id)
             expired = now >= parse_iso(apr.expires_at)
-            if apr.status == "PENDING" and not expired:
+            if apr.status is ApprovalStatus.PENDING and not expired:
                 _check_pin(deps, call, apr)
                 waiting.append(apr.approval_id)
-            elif apr.status == "PENDING" or (apr.status == "APPROVED" and expired):
-                if apr.status == "PENDING":
-                    deps.store.decide_approval(apr.approval_id, "EXPIRED", None, iso(now), None)
+            elif apr.status is ApprovalStatus.PENDING or (
+                apr.status is ApprovalStatus.APPROVED and expired
+            ):
+                if apr.status is ApprovalStatus.PENDING:
+                    deps.store.decide_approval(
+                        apr.approval_id, ApprovalStatus.EXPIRED, None, iso(now), None
+                    )
                 call_to(
                     deps,
                     call,
@@ -43,10 +47,10 @@ def collect_decisions(deps: Deps, op: OperationRecord) -> tuple[OperationRecord,
                     "approval expired",
                     model_result=envelopes.expired(apr.expires_at),
                 )
-            elif apr.status == "DENIED":
+            elif apr.status is ApprovalStatus.DENIED:
                 result = envelopes.denied(apr.decided_by, apr.reason)
                 call_to(deps, call, C.DENIED, f"denied by {apr.decided_by}", model_result=result)
-            elif apr.status == "APPROVED":
+            elif apr.status is ApprovalStatus.APPROVED:
                 _revalidate(deps, call, apr)
                 call_to(deps, call, C.APPROVED, f"approved by {apr.decided_by}")
             else:

@@ -23,7 +23,7 @@ from .clock import SystemClock, iso
 from .machine import check_call_transition, check_op_transition
 from .ports import Clock, ModelAdapter, StorePort, Toolbox, Transport
 from .records import CallRecord, OperationRecord
-from .states import CallState, OpState
+from .states import ApprovalStatus, CallState, OpState
 from .types import Usage
 
 
@@ -124,10 +124,10 @@ def stop(deps: Deps, op: OperationRecord, target: OpState, reason: str) -> Opera
                 if (
                     call.approval_id
                     and call.state is CallState.WAITING_APPROVAL
-                    and deps.store.get_approval(call.approval_id).status == "PENDING"
+                    and deps.store.get_approval(call.approval_id).status is ApprovalStatus.PENDING
                 ):
                     deps.store.decide_approval(
-                        call.approval_id, "CANCELLED", None, deps.now_iso(), reason
+                        call.approval_id, ApprovalStatus.CANCELLED, None, deps.now_iso(), reason
                     )
                 call_to(
                     deps,

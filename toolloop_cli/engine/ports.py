@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from .records import ApprovalRecord, CallRecord, OperationRecord, TurnRecord
-from .states import CallState, OpState
+from .states import ApprovalStatus, CallState, OpState
 from .types import (
     CallContext,
     HttpRequest,
@@ -208,7 +208,12 @@ class StorePort(Protocol):
     def get_approval(self, approval_id: str, tenant: str | None = None) -> ApprovalRecord: ...
 
     def decide_approval(
-        self, approval_id: str, status: str, by: str | None, at: str, reason: str | None
+        self,
+        approval_id: str,
+        status: ApprovalStatus,
+        by: str | None,
+        at: str,
+        reason: str | None,
     ) -> None: ...
 
     def audited_binding(self, operation_id: str, response_id: str, call_id: str) -> str | None:

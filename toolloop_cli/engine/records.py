@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .states import CallState, OpState
+from .states import ApprovalStatus, CallState, OpState
 from .types import ApiError, JSONObject, TurnOutcome, Usage
 
 
@@ -146,7 +146,7 @@ class ApprovalRecord(BaseModel):
     tool: str
     tenant: str
     requested_by: str
-    status: str  # PENDING | APPROVED | DENIED | EXPIRED
+    status: ApprovalStatus
     arguments_sha256: str
     policy_revision: str
     tool_sha256: str

@@ -124,13 +124,26 @@ CALL_TRANSITIONS: dict[CallState, frozenset[CallState]] = {
     C.NOT_EXECUTED: frozenset(),
 }
 
+
+class ApprovalStatus(StrEnum):
+    """Where an approval stands; only PENDING is ever decided, and only once."""
+
+    PENDING = "PENDING"  # asked, not yet decided
+    APPROVED = "APPROVED"  # a listed approver said yes (or a replay's recorded yes)
+    DENIED = "DENIED"  # a listed approver said no
+    EXPIRED = "EXPIRED"  # nobody decided before ``expires_at``
+    CANCELLED = "CANCELLED"  # the operation stopped before anyone decided
+
+
+A = ApprovalStatus
+
 #: Every approval status change: a PENDING approval is decided once, and never again.
-APPROVAL_TRANSITIONS: dict[str, frozenset[str]] = {
-    "PENDING": frozenset({"APPROVED", "DENIED", "EXPIRED", "CANCELLED"}),
-    "APPROVED": frozenset(),
-    "DENIED": frozenset(),
-    "EXPIRED": frozenset(),
-    "CANCELLED": frozenset(),
+APPROVAL_TRANSITIONS: dict[ApprovalStatus, frozenset[ApprovalStatus]] = {
+    A.PENDING: frozenset({A.APPROVED, A.DENIED, A.EXPIRED, A.CANCELLED}),
+    A.APPROVED: frozenset(),
+    A.DENIED: frozenset(),
+    A.EXPIRED: frozenset(),
+    A.CANCELLED: frozenset(),
 }
 
 #: Call states that carry a result (or an error envelope) for the model.

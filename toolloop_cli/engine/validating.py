@@ -15,7 +15,7 @@ from .clock import iso, later
 from .context import Deps, call_to, stop, transition, turn_calls
 from .ids import arguments_digest, idempotency_key, new_approval_id
 from .records import ApprovalRecord, CallRecord, OperationRecord
-from .states import CallState, OpState
+from .states import ApprovalStatus, CallState, OpState
 from .types import ToolInfo
 
 C = CallState
@@ -231,7 +231,7 @@ def _request_approval(deps: Deps, op: OperationRecord, call: CallRecord, tool: T
         tool=tool.name,
         tenant=op.tenant,
         requested_by=op.subject,
-        status="PENDING",
+        status=ApprovalStatus.PENDING,
         arguments_sha256=call.arguments_sha256 or "",
         policy_revision=deps.toolbox.policy_revision,
         tool_sha256=tool.sha256,

@@ -28,7 +28,7 @@ from toolloop_cli.engine.clock import iso, parse_iso
 from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ports import Clock
 from toolloop_cli.engine.records import ApprovalRecord, OperationRecord
-from toolloop_cli.engine.states import OpState, is_terminal
+from toolloop_cli.engine.states import ApprovalStatus, OpState, is_terminal
 from toolloop_cli.errors import ToolloopError
 from toolloop_cli.replay.divergence import Divergence
 from toolloop_cli.store import Store
@@ -109,28 +109,32 @@ def _move_to_requests(
         _move(clock, decisions.recorded.get(call.call_id, {}).get("requested_at"))
 
 
+#: the recorded decisions a replay with recorded results takes over
+_DECIDED = (ApprovalStatus.APPROVED, ApprovalStatus.DENIED)
+
+
 def _decide_pending(
     store: Store, clock: Clock, decisions: Decisions, op: OperationRecord
 ) -> list[Divergence]:
     refused: list[Divergence] = []
     nothing_runs = decisions.mode == "recorded"
     for apr in store.approvals(op.operation_id):
-        if apr.status != "PENDING":
+        if apr.status is not ApprovalStatus.PENDING:
             continue
         recorded = decisions.recorded.get(apr.call_id, {})
         status = recorded.get("status")
-        if status == "EXPIRED":
+        if status == ApprovalStatus.EXPIRED:
             _move(clock, recorded.get("expires_at"))
             continue
-        if nothing_runs and status in ("APPROVED", "DENIED") and recorded.get("decided_by"):
+        if nothing_runs and status in _DECIDED and recorded.get("decided_by"):
             _move(clock, recorded.get("decided_at"))
             why = "replay: the decision recorded in the cassette"
             subject, reason = str(recorded["decided_by"]), recorded.get("reason")
         elif decisions.approve_as:
-            status, subject, reason = "APPROVED", decisions.approve_as, None
+            status, subject, reason = ApprovalStatus.APPROVED, decisions.approve_as, None
             why = "replay --approve-as"
         elif nothing_runs and apr.call_id in decisions.recorded_results:
-            status, subject, reason = "APPROVED", REPLAY_SUBJECT, None
+            status, subject, reason = ApprovalStatus.APPROVED, REPLAY_SUBJECT, None
             why = "replay: recorded results, nothing runs"
         else:
             continue
@@ -138,7 +142,7 @@ def _decide_pending(
         if problem is not None:
             refused.append(Divergence("approval", None, apr.call_id, "$", subject, None, problem))
             continue
-        _decide(store, clock, apr, str(status), subject, reason, why)
+        _decide(store, clock, apr, ApprovalStatus(str(status)), subject, reason, why)
     return refused
 
 
@@ -167,7 +171,7 @@ def _decide(
     store: Store,
     clock: Clock,
     apr: ApprovalRecord,
-    status: str,
+    status: ApprovalStatus,
     subject: str,
     reason: str | None,
     why: str,

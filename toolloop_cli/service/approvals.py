@@ -7,6 +7,7 @@ from datetime import datetime
 from toolloop_cli.engine.clock import SystemClock, iso
 from toolloop_cli.engine.ports import Clock
 from toolloop_cli.engine.records import ApprovalRecord
+from toolloop_cli.engine.states import ApprovalStatus
 from toolloop_cli.errors import AlreadyDecided, ApprovalError, OperationNotFound, TamperedStore
 from toolloop_cli.store import Store
 from toolloop_cli.tools import policy as policy_rules
@@ -42,7 +43,7 @@ def approve(
     try:
         _check_decision(store, apr, subject, deny, now)
         with store.transaction():
-            status = "DENIED" if deny else "APPROVED"
+            status = ApprovalStatus.DENIED if deny else ApprovalStatus.APPROVED
             store.decide_approval(approval_id, status, subject, iso(now), reason)
             store.log_transition(
                 apr.operation_id, "approval", "PENDING", status, iso(now), reason, apr.call_id
@@ -66,7 +67,7 @@ def _check_decision(
     stored before the hash was pinned is decided against the current policy, as before.
     """
     current: Policy | None = None
-    if not deny and apr.status == "PENDING":
+    if not deny and apr.status is ApprovalStatus.PENDING:
         current = _current(store, apr)
         changed = policy_rules.pin_problem(
             apr.policy_revision, apr.policy_sha256, current.revision, current.policy_sha256
@@ -80,7 +81,7 @@ def _check_decision(
     refused = policy_rules.may_decide(policy, subject, apr.requested_by)
     if refused is not None:
         raise ApprovalError(refused)
-    if apr.status != "PENDING":
+    if apr.status is not ApprovalStatus.PENDING:
         raise AlreadyDecided(
             f"approval {apr.approval_id} is already {apr.status}"
             + (f" by {apr.decided_by}" if apr.decided_by else "")

@@ -6,7 +6,7 @@ from typing import Any
 
 from toolloop_cli.engine.ids import arguments_digest
 from toolloop_cli.engine.records import ApprovalRecord, CallRecord, OperationRecord
-from toolloop_cli.engine.states import EXIT_CODES, OpState
+from toolloop_cli.engine.states import EXIT_CODES, ApprovalStatus, OpState
 from toolloop_cli.errors import TamperedStore, ToolloopError
 from toolloop_cli.store import Store
 from toolloop_cli.wiring import cached_registry
@@ -55,7 +55,7 @@ def operation_view(store: Store, operation_id: str, tenant: str | None = None) -
             "response_id": a.response_id,
             "call_id": a.call_id,
             "tool": a.tool,
-            "status": a.status,
+            "status": a.status.value,
             "expires_at": a.expires_at,
             "decided_by": a.decided_by,
             "decided_at": a.decided_at,
@@ -176,7 +176,7 @@ def waiting_approval_views(store: Store, operation_id: str) -> list[dict[str, An
     return [
         approval_view(store, apr.approval_id, approval=apr)
         for apr in store.approvals(operation_id)
-        if apr.status == "PENDING"
+        if apr.status is ApprovalStatus.PENDING
     ]
 
 

@@ -26,6 +26,7 @@ from toolloop_cli.engine.states import (
     APPROVAL_TRANSITIONS,
     CALL_TRANSITIONS,
     OP_TRANSITIONS,
+    ApprovalStatus,
     CallState,
     OpState,
 )
@@ -85,8 +86,8 @@ HISTORY_RULES: Rules = {
         fixed=frozenset(APR_NAMES) - _DECISION,
         set_once=_DECISION - {"status"},
         state="status",
-        moves=APPROVAL_TRANSITIONS,
-        initial=frozenset({"PENDING"}),
+        moves={s.value: frozenset(t.value for t in to) for s, to in APPROVAL_TRANSITIONS.items()},
+        initial=frozenset({ApprovalStatus.PENDING.value}),
     ),
     "transition": TableRules(once=True),
     "items": TableRules(once=True, appends=True),

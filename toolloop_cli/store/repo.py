@@ -26,7 +26,7 @@ from toolloop_cli.engine.records import (
     OperationRecord,
     TurnRecord,
 )
-from toolloop_cli.engine.states import CallState, OpState
+from toolloop_cli.engine.states import ApprovalStatus, CallState, OpState
 from toolloop_cli.engine.types import (
     MAX_BODY_BYTES,
     ApiError,
@@ -450,13 +450,18 @@ class Store:
         return [apr_from_row(r) for r in self.conn.execute(sql, args)]
 
     def decide_approval(
-        self, approval_id: str, status: str, by: str | None, at: str, reason: str | None
+        self,
+        approval_id: str,
+        status: ApprovalStatus,
+        by: str | None,
+        at: str,
+        reason: str | None,
     ) -> None:
         """Record a decision; only the first decision on a PENDING approval is written."""
         cur = self.conn.execute(
             "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, reason = ?"
             " WHERE approval_id = ? AND status = 'PENDING'",
-            (status, by, at, reason, approval_id),
+            (status.value, by, at, reason, approval_id),
         )
         if cur.rowcount != 1:
             current = self.get_approval(approval_id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from toolloop_cli.engine.records import ApprovalRecord, CallRecord, OperationRecord, TurnRecord
-from toolloop_cli.engine.states import OpState
+from toolloop_cli.engine.states import ApprovalStatus, OpState
 from toolloop_cli.engine.types import TurnOutcome
 
 from . import content as msgs
@@ -334,15 +334,16 @@ class _Builder:
         for apr in self.h.approvals:
             if (apr.response_id, apr.call_id) != (call.response_id, call.call_id):
                 continue
-            if apr.status == "PENDING" or apr.decided_at is None or nanos(apr.decided_at) > closed:
+            decided = apr.decided_at
+            if apr.status is ApprovalStatus.PENDING or decided is None or nanos(decided) > closed:
                 continue
-            attrs = {**self.approval_attrs(apr), "toolloop.approval.status": apr.status}
+            attrs = {**self.approval_attrs(apr), "toolloop.approval.status": apr.status.value}
             if apr.decided_by:
                 attrs["toolloop.approval.decided_by"] = apr.decided_by
             if self.content and apr.reason:
                 attrs["toolloop.approval.reason"] = apr.reason
             name = f"toolloop.approval.{apr.status.lower()}"
-            return [Event(name, nanos(apr.decided_at), attrs)]
+            return [Event(name, nanos(decided), attrs)]
         return []
 
 

@@ -193,7 +193,7 @@ def operation_metadata(
             {
                 "call_id": a.call_id,
                 "tool": a.tool,
-                "status": a.status,
+                "status": a.status.value,
                 "requested_at": a.requested_at,
                 "expires_at": a.expires_at,
                 "decided_by": a.decided_by,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import logging
 import os
 import threading
 from collections.abc import Coroutine
@@ -84,12 +85,16 @@ class McpConnection:
 
     def list_tools(self) -> dict[str, dict[str, Any]]:
         """Every tool the server announces, by name, with its input schema."""
+        return {name: schema for name, (_, schema) in self.describe_tools().items()}
 
-        async def listing() -> dict[str, dict[str, Any]]:
-            tools: dict[str, dict[str, Any]] = {}
+    def describe_tools(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Every announced tool by name: its description and input schema, in server order."""
+
+        async def listing() -> dict[str, tuple[str, dict[str, Any]]]:
+            tools: dict[str, tuple[str, dict[str, Any]]] = {}
             result = await self._client.list_tools()
             for tool in result.tools:
-                tools[tool.name] = dict(tool.input_schema)
+                tools[tool.name] = (tool.description or "", dict(tool.input_schema))
             return tools
 
         return self._submit(listing(), CONNECT_TIMEOUT_S, "tools/list")
@@ -144,6 +149,7 @@ class McpConnection:
     async def _main(self) -> None:
         from mcp import Client
 
+        _quiet_sdk_logging()
         self._stop = asyncio.Event()
         try:
             async with AsyncExitStack() as stack:
@@ -184,6 +190,15 @@ def _reason(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _quiet_sdk_logging() -> None:
+    """The SDK logs what it cannot parse, with tracebacks; toolloop reports failures itself
+    (one line on stderr), so the SDK's records go nowhere unless an application routes them."""
+    sdk = logging.getLogger("mcp")
+    if not sdk.handlers:
+        sdk.addHandler(logging.NullHandler())
+        sdk.propagate = False
 
 
 def close_all() -> None:

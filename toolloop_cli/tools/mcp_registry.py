@@ -18,7 +18,14 @@ from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.tools.context import ToolContext, ToolError
 from toolloop_cli.tools.mcp_client import McpConnection, McpUnavailable, ServerConfig
 
-__all__ = ["McpTools", "check_servers", "is_mcp", "mcp_result", "request_meta"]
+__all__ = [
+    "McpTools",
+    "check_servers",
+    "headers_from_env",
+    "is_mcp",
+    "mcp_result",
+    "request_meta",
+]
 
 Problem = tuple[str, str]
 _SPEC = re.compile(r"^mcp:([A-Za-z_][A-Za-z0-9_-]{0,63})/([A-Za-z0-9_.-]{1,128})$")
@@ -73,7 +80,9 @@ def _check_server(
         url = body["url"]
         if not isinstance(url, str) or not re.match(r"^https?://[^\s/]+", url):
             problems.append((f"{where}.url", "must be an http:// or https:// URL"))
-        headers = _from_env(body.get("headers_from_env", {}), f"{where}.headers_from_env", problems)
+        headers = headers_from_env(
+            body.get("headers_from_env", {}), f"{where}.headers_from_env", problems
+        )
         if len(problems) > before:
             return None
         return ServerConfig(name=name, url=url, headers=headers)
@@ -95,7 +104,7 @@ def _check_server(
     return ServerConfig(name=name, command=command, args=tuple(args), env=env, cwd=folder_cwd)
 
 
-def _from_env(value: object, where: str, problems: list[Problem]) -> dict[str, str]:
+def headers_from_env(value: object, where: str, problems: list[Problem]) -> dict[str, str]:
     """Header values read from environment variables, so no secret is written in the file."""
     if not isinstance(value, dict):
         problems.append((where, "must map header names to environment variable names"))

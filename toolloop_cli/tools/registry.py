@@ -26,7 +26,7 @@ from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.engine.types import ToolSpec
 from toolloop_cli.errors import RegistryError
 from toolloop_cli.strict_json import MAX_ARGUMENT_BYTES
-from toolloop_cli.tools import mcp_registry, strict_yaml
+from toolloop_cli.tools import http_tool, mcp_registry, strict_yaml
 from toolloop_cli.tools.context import ToolContext
 from toolloop_cli.tools.handler_modules import import_handler_module
 from toolloop_cli.tools.validation import (
@@ -51,7 +51,7 @@ _POLICY_KEYS = frozenset({"revision", "approvers", "approval_ttl_s", "forbid_sel
 _TOOL_KEYS = frozenset(
     "schema_version description risk timeout_ms handler reconcile approval max_result_bytes"
     " max_argument_bytes idempotency parameters result_schema sequential"
-    " input_schema_sha256".split()
+    " input_schema_sha256 headers_from_env".split()
 )
 _TOOL_REQUIRED = frozenset({"schema_version", "description", "risk", "handler", "parameters"})
 _UNPARSED = strict_yaml.NOT_LOADED
@@ -330,8 +330,13 @@ def _resolve(
     spec = body[key]
     if key == "handler" and "input_schema_sha256" in body and not mcp_registry.is_mcp(spec):
         problems.append((_join(path, "input_schema_sha256"), "is only for mcp: handlers"))
+    if key == "handler" and "headers_from_env" in body and not http_tool.is_http(spec):
+        problems.append((_join(path, "headers_from_env"), "is only for http: handlers"))
     if mcp_registry.is_mcp(spec):
         return cast(Handler | None, remote.mcp.resolve(spec, body, where, problems))
+    if http_tool.is_http(spec):
+        run = remote.folder is not None
+        return cast(Handler | None, http_tool.resolve(spec, body, where, run, problems))
     folder = remote.folder
     if not isinstance(spec, str) or not _IMPORT_PATH.match(spec):
         problems.append((where, "must be an import path 'module:function'"))

@@ -4,12 +4,15 @@ server cancelled at the timeout, a crashing one."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from support.cli import Invoke
 from support.mcp_servers import announced, http_server, refund_registry, stdio_entry
 from support.scripted import answer, call, final, run_script
 
@@ -166,3 +169,70 @@ def test_a_server_crashing_mid_call_leaves_unknown_outcome_with_the_reason(
     assert "closed the connection" in str(audit.get("error"))
     assert "closed the connection" in str(audit.get("reconcile"))
     assert len(ledger_refunds(ledger / "payments.db")) == 1  # it did happen: a person checks
+
+
+def _one_tool_registry(tmp_path: Path, server: dict[str, Any], tool: dict[str, Any]) -> Path:
+    doc = {
+        "registry": "mcp-form",
+        "revision": "1",
+        "policy": {"revision": "p1", "approvers": ["ops-lead"]},
+        "mcp_servers": server,
+        "tools": {
+            "get_order": {
+                "schema_version": "v1",
+                "description": "Look up an order.",
+                "risk": "read",
+                "handler": "mcp:refunds/get_order",
+                "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+                **tool,
+            }
+        },
+    }
+    path = tmp_path / "form.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def _problems(path: Path, **kwargs: Any) -> list[tuple[str, str]]:
+    with pytest.raises(RegistryError) as caught:
+        load_registry(path, **kwargs)
+    return list(caught.value.problems)
+
+
+def test_an_mcp_tool_without_a_pin_or_with_an_unknown_server_is_refused(tmp_path: Path) -> None:
+    entry = {"refunds": stdio_entry(tmp_path)}
+    problems = _problems(_one_tool_registry(tmp_path, entry, {}), import_handlers=False)
+    assert problems == [
+        ("tools.get_order.input_schema_sha256", "an mcp: tool needs its pinned 'sha256:<64 hex>'")
+    ]
+    pin = {"input_schema_sha256": "sha256:" + "0" * 64, "handler": "mcp:billing/get_order"}
+    problems = _problems(_one_tool_registry(tmp_path, entry, pin), import_handlers=False)
+    assert problems == [
+        ("tools.get_order.handler", "names server 'billing', which is not in mcp_servers")
+    ]
+
+
+def test_a_server_that_cannot_start_is_a_problem_of_its_entry(tmp_path: Path) -> None:
+    entry = {"refunds": {"command": str(tmp_path / "no-such-server")}}
+    pin = {"input_schema_sha256": "sha256:" + "0" * 64}
+    ((where, message),) = _problems(_one_tool_registry(tmp_path, entry, pin))
+    assert where == "mcp_servers.refunds"
+    assert message.startswith("cannot list its tools:")
+
+
+def test_loading_without_imports_starts_no_server(tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    script = f"open({str(marker)!r}, 'w').close()"
+    entry = {"refunds": {"command": sys.executable, "args": ["-c", script]}}
+    pin = {"input_schema_sha256": "sha256:" + "0" * 64}
+    loaded = load_registry(_one_tool_registry(tmp_path, entry, pin), import_handlers=False)
+    assert loaded.imported is False
+    assert not marker.exists()
+
+
+def test_registry_check_names_the_changed_pin_and_exits_2(cli: Invoke, tmp_path: Path) -> None:
+    registry = refund_registry(tmp_path, stdio_entry(tmp_path, "changed_schema"), _pins(tmp_path))
+    result = cli("registry", "check", str(registry))
+    assert result.exit_code == 2
+    assert "tools.get_order.input_schema_sha256: server 'refunds' announces" in result.stderr
+    assert "Traceback" not in result.stderr

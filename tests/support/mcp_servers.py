@@ -91,13 +91,16 @@ def refund_registry(
 ) -> Path:
     """The shipped refund registry with every tool served by the MCP server ``refunds``.
 
-    ``tweaks`` maps a tool name to keys that replace the tool's own (e.g. a short timeout).
+    Timeouts are 10 s (the shipped 0.5-2 s would make a slow shared machine look like a
+    hanging server); ``tweaks`` maps a tool name to keys that replace the tool's own (e.g. a
+    short timeout).
     """
     doc = yaml.safe_load(REGISTRY.read_text())
     doc["mcp_servers"] = {"refunds": entry}
     for name, tool in doc["tools"].items():
         tool["handler"] = f"mcp:refunds/{name}"
         tool["input_schema_sha256"] = sha256_of(pins[name])
+        tool["timeout_ms"] = 10000  # a loaded machine is no timeout; the tests that want one set it
         if "reconcile" in tool:
             tool["reconcile"] = "mcp:refunds/lookup_refund"
         tool.update(tweaks.get(name, {}))

@@ -68,6 +68,10 @@ def resolve(spec: str, body: dict[Any, Any], where: str, run: bool, problems: li
 def _handler(
     method: str, url: str, headers: dict[str, str], timeout_ms: int, cap: int, *, reconcile: bool
 ) -> Any:
+    # one client per tool, shared by its calls (httpx clients are thread-safe): its TLS
+    # context is built once, not on every call
+    client = httpx.Client(follow_redirects=False)
+
     def handler(arguments: dict[str, Any], context: ToolContext) -> Any:
         budget_s = min(timeout_ms, context.timeout_ms or timeout_ms) / 1000
         sent = {
@@ -78,7 +82,7 @@ def _handler(
         if context.idempotency_key:
             sent["Idempotency-Key"] = context.idempotency_key
         try:
-            status, data = _send(method, url, arguments, sent, budget_s, cap)
+            status, data = _send(client, method, url, arguments, sent, budget_s, cap)
         except httpx.TimeoutException as exc:
             raise HandlerTimeout(f"{method} {url} timed out after {budget_s:g} s") from exc
         return _outcome(method, url, status, data, reconcile=reconcile)
@@ -95,6 +99,7 @@ def _not_run(spec: str) -> Any:
 
 
 def _send(
+    client: httpx.Client,
     method: str,
     url: str,
     arguments: dict[str, Any],
@@ -103,17 +108,20 @@ def _send(
     cap: int,
 ) -> tuple[int, bytes]:
     """One request, no redirects followed, the body read to at most ``cap`` bytes."""
-    with httpx.Client(timeout=budget_s, follow_redirects=False) as client:
-        with client.stream(method, url, json=arguments, headers=headers) as response:
-            data = bytearray()
-            for chunk in response.iter_bytes():
-                data += chunk
-                if len(data) > cap:
-                    raise ValueError(
-                        f"{method} {url} answered HTTP {response.status_code} with a body over "
-                        f"the tool's max_result_bytes ({cap}); it was not read further"
-                    )
-            return response.status_code, bytes(data)
+    request = client.build_request(method, url, json=arguments, headers=headers, timeout=budget_s)
+    response = client.send(request, stream=True)
+    try:
+        data = bytearray()
+        for chunk in response.iter_bytes():
+            data += chunk
+            if len(data) > cap:
+                raise ValueError(
+                    f"{method} {url} answered HTTP {response.status_code} with a body over "
+                    f"the tool's max_result_bytes ({cap}); it was not read further"
+                )
+        return response.status_code, bytes(data)
+    finally:
+        response.close()
 
 
 def _outcome(method: str, url: str, status: int, data: bytes, *, reconcile: bool) -> Any:

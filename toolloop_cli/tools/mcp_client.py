@@ -138,7 +138,8 @@ class McpConnection:
         stop = self._stop
         if stop is not None and self._loop.is_running():
             self._loop.call_soon_threadsafe(stop.set)
-        self._thread.join(10) if self._thread.is_alive() else None
+        if self._thread.is_alive():
+            self._thread.join(10)
 
     def _run(self) -> None:
         try:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from toolloop_cli.tools.context import ToolContext, ToolError
+from toolloop_cli.tools.context import HandlerTimeout, ToolContext, ToolError
 from toolloop_cli.tools.dispatcher import execute, reconcile
 from toolloop_cli.tools.registry import Handler, ToolDef
 
@@ -110,6 +110,25 @@ def test_tool_error_becomes_tool_error_with_its_message(context: ToolContext) ->
         "order ord_1001 not found",
         None,
     )
+
+
+def test_a_handler_that_gave_up_at_its_timeout_is_timed_out_not_failed(
+    context: ToolContext,
+) -> None:
+    """HandlerTimeout: the handler cancelled its own downstream request (MCP, HTTP); the call
+    is a timeout, so a side effect is reconciled as one the dispatcher stopped waiting for."""
+
+    def handler(arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        raise HandlerTimeout("tools/call submit_refund cancelled after 0.5 s")
+
+    tool = make_tool(handler, reconcile_with=handler)
+    result = execute(tool, ARGS, context)
+    assert (result.status, result.error) == (
+        "timed_out",
+        "tools/call submit_refund cancelled after 0.5 s",
+    )
+    looked_up = reconcile(tool, ARGS, context)
+    assert looked_up is not None and looked_up.status == "timed_out"
 
 
 def test_other_exception_becomes_failed_and_never_escapes(context: ToolContext) -> None:

@@ -77,3 +77,47 @@ def check(
         return 0
 
     run_guarded(as_json, body)
+
+
+@app.command("import-mcp")
+def import_mcp(
+    stdio: Annotated[
+        str | None,
+        typer.Option("--stdio", help='The server\'s command line, e.g. "python server.py".'),
+    ] = None,
+    url: Annotated[
+        str | None, typer.Option("--url", help="The server's streamable HTTP endpoint.")
+    ] = None,
+    name: Annotated[str, typer.Option("--name", help="The server's name in the registry.")] = (
+        "server"
+    ),
+    approver: Annotated[
+        list[str] | None,
+        typer.Option("--approver", help="A policy approver (repeatable; default: owner)."),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the registry here (not stdout).")
+    ] = None,
+) -> None:
+    """Write a registry skeleton from an MCP server's tool list, with pinned schema hashes.
+
+    Every tool is risk: write and approval: always until its owner edits it; the announced
+    input schema is the tool's parameters and its canonical hash is pinned, so a server that
+    later changes a tool is refused at load.
+    """
+    import yaml
+
+    from toolloop_cli.tools import mcp_import
+
+    def body() -> int:
+        entry = mcp_import.server_entry(stdio, url)
+        doc = mcp_import.skeleton(name, entry, approver or ["owner"])
+        text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+        if output is None:
+            render.out.print(text, end="")
+        else:
+            output.write_text(text, encoding="utf-8")
+            render.err.print(safe(f"wrote {output}: {len(doc['tools'])} tool(s) from {name}"))
+        return 0
+
+    run_guarded(False, body)

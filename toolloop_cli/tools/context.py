@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ToolContext", "ToolError"]
+__all__ = ["Escalate", "HandlerTimeout", "ToolContext", "ToolError"]
 
 
 @dataclass(frozen=True)
@@ -52,3 +52,9 @@ class Escalate(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class HandlerTimeout(Exception):
+    """Raised by a handler that gave up on its downstream at the tool's timeout (and cancelled
+    the request): the call timed out, like a handler the dispatcher stopped waiting for, so a
+    side effect's outcome is unknown until it is reconciled; it is not a failure."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolloop_cli.audit.canonical import CanonicalJSONError, canonical_bytes
-from toolloop_cli.tools.context import Escalate, ToolContext, ToolError
+from toolloop_cli.tools.context import Escalate, HandlerTimeout, ToolContext, ToolError
 from toolloop_cli.tools.registry import Handler, ToolDef
 
 __all__ = ["Execution", "ExecutionStatus", "execute", "reconcile"]
@@ -93,6 +93,7 @@ class _Outcome:
         self.value: Any = None
         self.tool_error: ToolError | None = None
         self.escalate: Escalate | None = None
+        self.timed_out: HandlerTimeout | None = None
         self.exception: Exception | None = None
         self.returned = False
 
@@ -127,6 +128,8 @@ def _run(
         return Execution(
             "timed_out", error=f"timed out after {round(budget * 1000)} ms", duration_ms=duration_ms
         )
+    if outcome.timed_out is not None:
+        return Execution("timed_out", error=str(outcome.timed_out), duration_ms=duration_ms)
     if outcome.tool_error is not None:
         return Execution("tool_error", error=outcome.tool_error.message, duration_ms=duration_ms)
     if outcome.escalate is not None:
@@ -153,6 +156,8 @@ def _work(
         outcome.tool_error = exc
     except Escalate as exc:
         outcome.escalate = exc
+    except HandlerTimeout as exc:
+        outcome.timed_out = exc
     except Exception as exc:
         outcome.exception = exc
     finally:

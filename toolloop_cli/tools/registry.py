@@ -26,7 +26,7 @@ from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.engine.types import ToolSpec
 from toolloop_cli.errors import RegistryError
 from toolloop_cli.strict_json import MAX_ARGUMENT_BYTES
-from toolloop_cli.tools import strict_yaml
+from toolloop_cli.tools import http_tool, mcp_registry, strict_yaml
 from toolloop_cli.tools.context import ToolContext
 from toolloop_cli.tools.handler_modules import import_handler_module
 from toolloop_cli.tools.provider_tools import ProviderTool, check_provider_tool
@@ -47,11 +47,12 @@ Keys = frozenset[str]
 
 _TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 _IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$", re.ASCII)
-_TOP_KEYS = frozenset({"registry", "revision", "policy", "tools", "defaults"})
+_TOP_KEYS = frozenset({"registry", "revision", "policy", "tools", "defaults", "mcp_servers"})
 _POLICY_KEYS = frozenset({"revision", "approvers", "approval_ttl_s", "forbid_self_approval"})
 _TOOL_KEYS = frozenset(
     "schema_version description risk timeout_ms handler reconcile approval max_result_bytes"
-    " max_argument_bytes idempotency parameters result_schema sequential provider_tool".split()
+    " max_argument_bytes idempotency parameters result_schema sequential provider_tool"
+    " input_schema_sha256 headers_from_env".split()
 )
 #: ``description`` may be left out or empty, as every provider allows; a provider-defined
 #: tool (``provider_tool``) needs no ``parameters``: its provider fixes its input
@@ -183,12 +184,14 @@ def _analyse(path: Path, import_handlers: bool) -> tuple[Registry | None, list[P
     if not isinstance(doc, dict):
         kind = "empty" if doc is None else f"a {type(doc).__name__}"
         return None, [("", f"the document must be a mapping, but it is {kind}")]
-    _check_keys(doc, "", _TOP_KEYS, _TOP_KEYS - {"defaults"}, problems)
+    _check_keys(doc, "", _TOP_KEYS, _TOP_KEYS - {"defaults", "mcp_servers"}, problems)
     name = _get(doc, "registry", "", problems, "str", "")
     revision = _get(doc, "revision", "", problems, "str", "")
     policy = _check_policy(doc.get("policy"), "policy" in doc, problems)
     folder = path.parent if import_handlers else None
-    tools = _check_tools(doc.get("tools"), "tools" in doc, folder, problems)
+    servers = mcp_registry.check_servers(doc.get("mcp_servers"), path.parent, problems)
+    remote = _Remote(folder, mcp_registry.McpTools(servers, connect=import_handlers))
+    tools = _check_tools(doc.get("tools"), "tools" in doc, remote, problems)
     defaults = doc.get("defaults", {})
     if not isinstance(defaults, dict):
         problems.append(("defaults", "must be a mapping"))
@@ -219,8 +222,16 @@ def _check_policy(value: object, present: bool, problems: list[Problem]) -> Poli
     )
 
 
+@dataclass(frozen=True)
+class _Remote:
+    """Where handlers come from: the registry's folder (None: import nothing) and its servers."""
+
+    folder: Path | None
+    mcp: mcp_registry.McpTools
+
+
 def _check_tools(
-    value: object, present: bool, folder: Path | None, problems: list[Problem]
+    value: object, present: bool, folder: _Remote, problems: list[Problem]
 ) -> dict[str, ToolDef]:
     if not isinstance(value, dict) or not value:
         if present:
@@ -241,7 +252,7 @@ def _check_tools(
 
 
 def _check_tool(
-    name: str, body: dict[Any, Any], path: str, folder: Path | None, problems: list[Problem]
+    name: str, body: dict[Any, Any], path: str, folder: _Remote, problems: list[Problem]
 ) -> ToolDef | None:
     """Check one tool mapping; a ``ToolDef`` only when the tool itself has no problem."""
     before = len(problems)
@@ -333,7 +344,7 @@ def _check_key_fields(
 
 
 def _resolve(
-    body: dict[Any, Any], key: str, path: str, folder: Path | None, problems: list[Problem]
+    body: dict[Any, Any], key: str, path: str, remote: _Remote, problems: list[Problem]
 ) -> Handler | None:
     """Import ``module:function`` named by the file (never by a model) and check it is callable.
 
@@ -343,6 +354,16 @@ def _resolve(
         return None
     where = _join(path, key)
     spec = body[key]
+    if key == "handler" and "input_schema_sha256" in body and not mcp_registry.is_mcp(spec):
+        problems.append((_join(path, "input_schema_sha256"), "is only for mcp: handlers"))
+    if key == "handler" and "headers_from_env" in body and not http_tool.is_http(spec):
+        problems.append((_join(path, "headers_from_env"), "is only for http: handlers"))
+    if mcp_registry.is_mcp(spec):
+        return cast(Handler | None, remote.mcp.resolve(spec, body, where, problems))
+    if http_tool.is_http(spec):
+        run = remote.folder is not None
+        return cast(Handler | None, http_tool.resolve(spec, body, where, run, problems))
+    folder = remote.folder
     if not isinstance(spec, str) or not _IMPORT_PATH.match(spec):
         problems.append((where, "must be an import path 'module:function'"))
         return None

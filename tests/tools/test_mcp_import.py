@@ -1,0 +1,86 @@
+"""``registry import-mcp``: a registry skeleton from a real MCP server's tool list that loads
+back, every tool write + always-approved, with the schema hashes pinned."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from support.cli import Invoke
+from support.mcp_servers import SERVER, announced, http_server, stdio_entry
+
+from toolloop_cli.audit.canonical import sha256_of
+from toolloop_cli.tools.mcp_client import close_all
+from toolloop_cli.tools.registry import load_registry
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(autouse=True)
+def _close_servers() -> Iterator[None]:
+    yield
+    close_all()
+
+
+def test_import_from_a_stdio_server_writes_a_pinned_gated_skeleton_that_loads(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    out = tmp_path / "imported.yaml"
+    command = shlex.join([sys.executable, str(SERVER)])
+    result = cli("registry", "import-mcp", "--stdio", command, "--name", "refunds", "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    doc = yaml.safe_load(out.read_text())
+    schemas = announced(stdio_entry(tmp_path))
+    assert list(doc["tools"]) == list(schemas)
+    for name, tool in doc["tools"].items():
+        assert (tool["risk"], tool["approval"]) == ("write", "always")
+        assert tool["handler"] == f"mcp:refunds/{name}"
+        assert tool["parameters"] == schemas[name]
+        assert tool["input_schema_sha256"] == sha256_of(schemas[name])
+    assert doc["mcp_servers"]["refunds"] == {"command": sys.executable, "args": [str(SERVER)]}
+    loaded = load_registry(out)  # connects, lists and checks every pin
+    assert set(loaded.tools) == set(schemas)
+    assert all(t.approval == "always" and t.side_effecting for t in loaded.tools.values())
+    assert cli("registry", "check", str(out)).exit_code == 0
+
+
+def test_import_from_a_streamable_http_server_to_stdout(cli: Invoke, tmp_path: Path) -> None:
+    with http_server(tmp_path) as entry:
+        result = cli("registry", "import-mcp", "--url", entry["url"], "--name", "refunds")
+        assert result.exit_code == 0, result.stderr
+        doc = yaml.safe_load(result.stdout)
+        assert doc["mcp_servers"] == {"refunds": {"url": entry["url"]}}
+        path = tmp_path / "from-http.yaml"
+        path.write_text(result.stdout)
+        assert set(load_registry(path).tools) == {
+            "get_order",
+            "create_refund_draft",
+            "submit_refund",
+            "lookup_refund",
+        }
+
+
+def test_import_needs_exactly_one_server_and_says_so_on_one_line(cli: Invoke) -> None:
+    result = cli("registry", "import-mcp")
+    assert result.exit_code == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert "exactly one of --stdio" in result.stderr
+
+
+def test_import_from_a_command_that_is_not_a_server_fails_on_one_stderr_line(
+    tmp_path: Path,
+) -> None:
+    """A real process, so the SDK's own logging (a parse traceback) would show if it leaked."""
+    command = shlex.join([sys.executable, "-c", "print('not an MCP server')"])
+    argv = [sys.executable, "-m", "toolloop_cli", "registry", "import-mcp", "--stdio", command]
+    done = subprocess.run(
+        [*argv, "--name", "bad"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "MCP server 'bad' could not be reached" in done.stderr

@@ -1,0 +1,86 @@
+"""``registry import-mcp``: a registry skeleton from what an MCP server announces.
+
+The skeleton is a starting point an owner reviews, never a grant: every tool is ``risk: write``
+and ``approval: always`` until someone decides otherwise, the announced schema becomes the
+allowlisted ``parameters``, and its canonical hash is pinned so a later change on the server
+is refused at load instead of silently widening what the model may send.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from toolloop_cli.audit.canonical import sha256_of
+from toolloop_cli.errors import UsageError
+from toolloop_cli.tools.mcp_client import McpConnection, McpUnavailable, ServerConfig
+
+__all__ = ["server_entry", "skeleton"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def server_entry(stdio: str | None, url: str | None) -> dict[str, Any]:
+    """The ``mcp_servers`` entry for ``--stdio "CMD ARGS…"`` or ``--url URL`` (exactly one)."""
+    if (stdio is None) == (url is None):
+        raise UsageError('give exactly one of --stdio "COMMAND ARGS…" or --url URL')
+    if url is not None:
+        if not re.match(r"^https?://[^\s/]+", url):
+            raise UsageError(f"--url must be an http:// or https:// URL, not {url!r}")
+        return {"url": url}
+    assert stdio is not None
+    try:
+        words = shlex.split(stdio)
+    except ValueError as exc:
+        raise UsageError(f"--stdio is not a command line: {exc}") from None
+    if not words:
+        raise UsageError("--stdio needs a command")
+    return {"command": words[0], "args": words[1:]}
+
+
+def skeleton(name: str, entry: dict[str, Any], approvers: list[str]) -> dict[str, Any]:
+    """Connect to the server, list its tools and write each as a pinned, approval-gated tool."""
+    if not re.match(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$", name):
+        raise UsageError(f"--name {name!r} must be letters, digits, _ or - (at most 64)")
+    config = ServerConfig(
+        name=name,
+        command=entry.get("command"),
+        args=tuple(entry.get("args", ())),
+        url=entry.get("url"),
+    )
+    try:
+        connection = McpConnection.open(config)
+    except McpUnavailable as exc:
+        raise UsageError(f"MCP server {name!r} could not be reached: {exc}") from None
+    try:
+        tools = connection.describe_tools()
+    except McpUnavailable as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        connection.close()
+    if not tools:
+        raise UsageError(f"MCP server {name!r} announces no tools")
+    entries: dict[str, Any] = {}
+    for tool, (description, schema) in tools.items():
+        key = _UNSAFE.sub("_", tool)[:64]
+        if not re.match(r"^[A-Za-z_]", key):
+            key = f"t_{key}"[:64]
+        digest = sha256_of(schema)
+        entries[key] = {
+            "schema_version": f"{key}-{digest[7:15]}",
+            "description": description.strip() or f"Tool {tool} of MCP server {name}.",
+            "risk": "write",
+            "approval": "always",
+            "timeout_ms": 5000,
+            "handler": f"mcp:{name}/{tool}",
+            "input_schema_sha256": digest,
+            "parameters": schema,
+        }
+    return {
+        "registry": name,
+        "revision": "imported.1",
+        "policy": {"revision": "pol-1", "approvers": approvers},
+        "mcp_servers": {name: entry},
+        "tools": entries,
+    }

@@ -19,7 +19,16 @@ from typing import Any
 from toolloop_cli.engine.types import JSONObject, RecordedResult, ToolSpec
 
 from ._gemini_schema import json_schema
-from ._reading import callable_name, loose, result, spec, text_of, uncallable_name
+from ._reading import (
+    callable_name,
+    loose,
+    objects,
+    result,
+    settings_said,
+    spec,
+    text_of,
+    uncallable_name,
+)
 
 __all__ = ["GenerateReader", "InteractionsReader", "field"]
 
@@ -69,8 +78,7 @@ class GenerateReader:
     """The recording reader half of the generateContent adapter."""
 
     def request_items(self, body: Any) -> list[JSONObject]:
-        items = body.get("contents") if isinstance(body, dict) else None
-        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+        return objects(body.get("contents") if isinstance(body, dict) else None)
 
     def continues_from(self, body: Any) -> str | None:
         return None
@@ -118,21 +126,12 @@ class GenerateReader:
     def recorded_settings(self, body: Any, uri: str) -> JSONObject:
         if not isinstance(body, dict):
             return {}
-        settings: JSONObject = {}
         path = uri.split("?", 1)[0]
-        model = path.rsplit("/", 1)[-1].split(":", 1)[0]
-        if model:
-            settings["model"] = model
+        model = path.rsplit("/", 1)[-1].split(":", 1)[0] or None
         limit = field(field(body, "generationConfig"), "maxOutputTokens")
-        if isinstance(limit, int) and not isinstance(limit, bool):
-            settings["max_output_tokens"] = limit
         system = field(body, "systemInstruction")
         instructions = text_of(system.get("parts") if isinstance(system, dict) else system)
-        if isinstance(instructions, str):
-            settings["instructions"] = instructions
-        if ":streamGenerateContent" in path:
-            settings["stream"] = True
-        return settings
+        return settings_said(model, limit, instructions, ":streamGenerateContent" in path)
 
     def request_results(self, body: Any) -> list[RecordedResult]:
         found: list[RecordedResult] = []
@@ -159,7 +158,7 @@ class InteractionsReader:
         items = body.get("input") if isinstance(body, dict) else None
         if isinstance(items, str):
             return [{"type": "user_input", "content": [{"type": "text", "text": items}]}]
-        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+        return objects(items)
 
     def continues_from(self, body: Any) -> str | None:
         previous = body.get("previous_interaction_id") if isinstance(body, dict) else None
@@ -196,19 +195,11 @@ class InteractionsReader:
     def recorded_settings(self, body: Any, uri: str) -> JSONObject:
         if not isinstance(body, dict):
             return {}
-        settings: JSONObject = {}
-        if isinstance(body.get("model"), str):
-            settings["model"] = body["model"]
         config = body.get("generation_config")
         limit = config.get("max_output_tokens") if isinstance(config, dict) else None
-        if isinstance(limit, int) and not isinstance(limit, bool):
-            settings["max_output_tokens"] = limit
         instructions = text_of(body.get("system_instruction"))
-        if isinstance(instructions, str):
-            settings["instructions"] = instructions
-        if body.get("stream") is True:
-            settings["stream"] = True
-        return settings
+        stream = body.get("stream") is True
+        return settings_said(body.get("model"), limit, instructions, stream)
 
     def request_results(self, body: Any) -> list[RecordedResult]:
         return [

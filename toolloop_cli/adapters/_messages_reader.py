@@ -14,7 +14,17 @@ from typing import Any
 
 from toolloop_cli.engine.types import JSONObject, RecordedResult, ToolSpec
 
-from ._reading import callable_name, loose, only_text, result, spec, text_of, uncallable_name
+from ._reading import (
+    callable_name,
+    loose,
+    objects,
+    only_text,
+    result,
+    settings_said,
+    spec,
+    text_of,
+    uncallable_name,
+)
 
 __all__ = ["MessagesReader"]
 
@@ -27,8 +37,7 @@ class MessagesReader:
     """The recording reader half of the Anthropic Messages adapter."""
 
     def request_items(self, body: Any) -> list[JSONObject]:
-        items = body.get("messages") if isinstance(body, dict) else None
-        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+        return objects(body.get("messages") if isinstance(body, dict) else None)
 
     def continues_from(self, body: Any) -> str | None:
         return None
@@ -65,18 +74,9 @@ class MessagesReader:
     def recorded_settings(self, body: Any, uri: str) -> JSONObject:
         if not isinstance(body, dict):
             return {}
-        settings: JSONObject = {}
-        if isinstance(body.get("model"), str):
-            settings["model"] = body["model"]
-        limit = body.get("max_tokens")
-        if isinstance(limit, int) and not isinstance(limit, bool):
-            settings["max_output_tokens"] = limit
         instructions = text_of(body.get("system"))
-        if isinstance(instructions, str):
-            settings["instructions"] = instructions
-        if body.get("stream") is True:
-            settings["stream"] = True
-        return settings
+        stream = body.get("stream") is True
+        return settings_said(body.get("model"), body.get("max_tokens"), instructions, stream)
 
     def request_results(self, body: Any) -> list[RecordedResult]:
         found: list[RecordedResult] = []

@@ -15,9 +15,11 @@ from toolloop_cli.engine.types import JSONObject, RecordedResult, ToolSpec
 __all__ = [
     "callable_name",
     "loose",
+    "objects",
     "only_text",
     "parsed",
     "result",
+    "settings_said",
     "spec",
     "text_of",
     "uncallable_name",
@@ -27,6 +29,25 @@ __all__ = [
 #: not called by name (a server tool such as ``web_search``) is keyed under it, so no call
 #: ever finds it.
 _UNCALLABLE = "#"
+
+
+def objects(value: Any) -> list[JSONObject]:
+    """The objects of a list (a request's items, a message's parts); anything else is none."""
+    return [i for i in value if isinstance(i, dict)] if isinstance(value, list) else []
+
+
+def settings_said(model: Any, limit: Any, instructions: Any, stream: bool) -> JSONObject:
+    """The ``ModelSettings`` fields a recorded request shows: each only when of its type."""
+    settings: JSONObject = {}
+    if isinstance(model, str):
+        settings["model"] = model
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        settings["max_output_tokens"] = limit
+    if isinstance(instructions, str):
+        settings["instructions"] = instructions
+    if stream:
+        settings["stream"] = True
+    return settings
 
 
 def text_of(content: Any) -> str | None:

@@ -13,7 +13,17 @@ from typing import Any
 
 from toolloop_cli.engine.types import JSONObject, RecordedResult, ToolSpec
 
-from ._reading import callable_name, loose, only_text, result, spec, text_of, uncallable_name
+from ._reading import (
+    callable_name,
+    loose,
+    objects,
+    only_text,
+    result,
+    settings_said,
+    spec,
+    text_of,
+    uncallable_name,
+)
 
 __all__ = ["TOOL_SEARCH", "ResponsesReader", "client_tool_search"]
 
@@ -39,7 +49,7 @@ class ResponsesReader:
         items = body.get("input") if isinstance(body, dict) else None
         if isinstance(items, str):
             return [{"role": "user", "content": items}]
-        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+        return objects(items)
 
     def continues_from(self, body: Any) -> str | None:
         if not isinstance(body, dict):
@@ -90,18 +100,8 @@ class ResponsesReader:
     def recorded_settings(self, body: Any, uri: str) -> JSONObject:
         if not isinstance(body, dict):
             return {}
-        settings: JSONObject = {}
-        if isinstance(body.get("model"), str):
-            settings["model"] = body["model"]
-        limit = body.get("max_output_tokens")
-        if isinstance(limit, int) and not isinstance(limit, bool):
-            settings["max_output_tokens"] = limit
-        instructions = body.get("instructions")
-        if isinstance(instructions, str):
-            settings["instructions"] = instructions
-        if body.get("stream") is True:
-            settings["stream"] = True
-        return settings
+        limit, stream = body.get("max_output_tokens"), body.get("stream") is True
+        return settings_said(body.get("model"), limit, body.get("instructions"), stream)
 
     def request_results(self, body: Any) -> list[RecordedResult]:
         found: list[RecordedResult] = []

@@ -7,8 +7,10 @@ from pathlib import Path
 from support.paths import REGISTRY
 from support.scripted import call, run_script, turn
 
+from toolloop_cli.engine.context import stop
 from toolloop_cli.engine.states import APPROVAL_TRANSITIONS, ApprovalStatus, OpState
 from toolloop_cli.store import open_store
+from toolloop_cli.wiring import cached_registry, deps_for
 
 
 def test_every_approval_status_has_its_moves_and_only_pending_is_decided() -> None:
@@ -30,9 +32,6 @@ def test_an_approval_left_pending_when_the_operation_stops_reads_back_cancelled(
     op_id = result.operation.operation_id
     (apr,) = store.approvals(op_id)
     assert apr.status is ApprovalStatus.PENDING
-    from toolloop_cli.engine.context import stop
-    from toolloop_cli.wiring import cached_registry, deps_for
-
     deps = deps_for(store, result.operation, cached_registry(REGISTRY), transport=transport)
     with store.transaction():
         stop(deps, store.get_operation(op_id), OpState.BUDGET_EXHAUSTED, "deadline")

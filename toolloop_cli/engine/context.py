@@ -103,7 +103,14 @@ def call_to(
     new = seal_result(deps, call.model_copy(update={"state": target, **changes}))
     deps.store.save_call(new, call.state)
     deps.store.log_transition(
-        call.operation_id, "call", call.state.value, target.value, now, reason, call.call_id
+        call.operation_id,
+        "call",
+        call.state.value,
+        target.value,
+        now,
+        reason,
+        call.call_id,
+        call.response_id,
     )
     deps.on_event(
         "call",

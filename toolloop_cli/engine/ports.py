@@ -175,6 +175,7 @@ class StorePort(Protocol):
         at: str,
         reason: str | None = None,
         call_id: str | None = None,
+        response_id: str | None = None,
     ) -> None: ...
 
     def conversation(self, operation_id: str) -> list[JSONObject]: ...

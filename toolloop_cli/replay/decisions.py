@@ -179,4 +179,6 @@ def _decide(
     at = iso(clock.now())
     with store.transaction():
         store.decide_approval(apr.approval_id, status, subject, at, reason)
-        store.log_transition(apr.operation_id, "approval", "PENDING", status, at, why, apr.call_id)
+        store.log_transition(
+            apr.operation_id, "approval", "PENDING", status, at, why, apr.call_id, apr.response_id
+        )

@@ -46,7 +46,14 @@ def approve(
             status = ApprovalStatus.DENIED if deny else ApprovalStatus.APPROVED
             store.decide_approval(approval_id, status, subject, iso(now), reason)
             store.log_transition(
-                apr.operation_id, "approval", "PENDING", status, iso(now), reason, apr.call_id
+                apr.operation_id,
+                "approval",
+                "PENDING",
+                status,
+                iso(now),
+                reason,
+                apr.call_id,
+                apr.response_id,
             )
         failpoints.failpoint("after_approval_commit")
     except ApprovalError as exc:
@@ -113,7 +120,14 @@ def _log_refusal(store: Store, apr: ApprovalRecord, why: str, at: str) -> None:
     current = store.get_approval(apr.approval_id).status
     with store.transaction():
         store.log_transition(
-            apr.operation_id, "approval_refused", current, current, at, why, apr.call_id
+            apr.operation_id,
+            "approval_refused",
+            current,
+            current,
+            at,
+            why,
+            apr.call_id,
+            apr.response_id,
         )
 
 

@@ -265,6 +265,14 @@ def _replay_findings(db: Database) -> None:
     db.execute("ALTER TABLE operations ADD COLUMN divergence_json TEXT")
 
 
+@migrations(name="transition_response_id")
+def _transition_response_id(db: Database) -> None:
+    """A call is (response id, call id): providers may give every turn's calls the same ids,
+    so the state log names the response too. Rows written before have none (NULL), and
+    their audit records no such key."""
+    db.execute("ALTER TABLE transitions ADD COLUMN response_id TEXT")
+
+
 def apply(db: Database) -> None:
     """Bring a store up to the current schema (each step in its own transaction)."""
     migrations.apply(db)

@@ -177,22 +177,25 @@ class Store:
         at: str,
         reason: str | None = None,
         call_id: str | None = None,
+        response_id: str | None = None,
     ) -> None:
+        """One state change; a call's (or approval's) is named by (response id, call id)."""
         cur = self.conn.execute(
-            "INSERT INTO transitions (operation_id, kind, call_id, source, target, reason, at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (operation_id, kind, call_id, source, target, reason, at),
+            "INSERT INTO transitions (operation_id, kind, call_id, source, target, reason, at,"
+            " response_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (operation_id, kind, call_id, source, target, reason, at, response_id),
         )
-        row = (cur.lastrowid, operation_id, kind, call_id, source, target, reason, at)
+        row = (cur.lastrowid, operation_id, kind, call_id, source, target, reason, at, response_id)
         self.audit("transition", dict(zip(TRANSITION_NAMES, row, strict=True)))
 
     def transitions(self, operation_id: str) -> list[dict[str, Any]]:
+        """The state log in order; ``response_id`` is None in rows from before it was kept."""
         cur = self.conn.execute(
-            "SELECT kind, call_id, source, target, reason, at FROM transitions"
+            "SELECT kind, call_id, source, target, reason, at, response_id FROM transitions"
             " WHERE operation_id = ? ORDER BY id",
             (operation_id,),
         )
-        keys = ("kind", "call_id", "source", "target", "reason", "at")
+        keys = ("kind", "call_id", "source", "target", "reason", "at", "response_id")
         return [dict(zip(keys, r, strict=True)) for r in cur]
 
     # -- conversation ------------------------------------------------------------------------

@@ -28,7 +28,19 @@ OP_COLUMNS = (
 
 
 OP_NAMES = tuple(c.strip() for c in OP_COLUMNS.split(","))
-TRANSITION_NAMES = ("id", "operation_id", "kind", "call_id", "source", "target", "reason", "at")
+#: ``response_id`` with ``call_id`` names the call (ids are unique per response only); rows
+#: written before the ``transition_response_id`` migration have none
+TRANSITION_NAMES = (
+    "id",
+    "operation_id",
+    "kind",
+    "call_id",
+    "source",
+    "target",
+    "reason",
+    "at",
+    "response_id",
+)
 
 
 def dump(value: Any) -> str | None:

@@ -207,21 +207,20 @@ def test_recorded_results_are_kept_per_turn_never_by_id_over_the_conversation(
     ]
 
 
-def test_a_call_id_reused_in_a_later_turn_is_invalid_and_reported_as_a_divergence(
+def test_a_call_id_reused_in_a_later_turn_replays_with_its_own_recorded_result(
     cli: Invoke, tmp_path: Path
 ) -> None:
-    """A call id names one call (README, Decisions): the recording's second ``call_0`` is not
-    run, its duplicate_call_id envelope is what this run would send, and the replay says so
-    where the other client sent the second result."""
+    """A call is its response id and call id: the recording's second ``call_0`` is another
+    call, run and answered with the result recorded in its own turn."""
     code, out = replay(cli, reused_ids(tmp_path))
-    assert (code, out["state"]) == (17, "COMPLETED")
-    (divergence,) = out["divergences"]
-    assert (divergence["kind"], divergence["call_id"]) == ("result", "call_0")
-    assert divergence["recorded"] == "second result"
-    assert divergence["replayed"]["code"] == "duplicate_call_id"
-    assert [(name, state) for name, state, _ in calls(out)] == [
-        ("first_tool", "SUCCEEDED"),
-        ("second_tool", "INVALID"),
+    assert (code, out["state"], out["divergences"]) == (0, "COMPLETED", [])
+    assert calls(out) == [
+        ("first_tool", "SUCCEEDED", "first result"),
+        ("second_tool", "SUCCEEDED", "second result"),
+    ]
+    assert [(c["response_id"], c["call_id"]) for c in out["calls"]] == [
+        ("resp_a", "call_0"),
+        ("resp_b", "call_0"),
     ]
 
 

@@ -1,5 +1,7 @@
-"""Security review 2026-12-03, M4, L7 and the call-id half of H1: one call id names one call,
-and an intent whose outcome is unknown is never attempted again.
+"""Security review 2026-12-03, M4, L7 and the call-id half of H1: a call is (response id, call
+id), so a call id reused in a later turn is another call, approved and bound as its own; an
+answer repeating an earlier (response id, call id) pair fails; and an intent whose outcome is
+unknown is never attempted again.
 
 Each test runs the real engine (the scripted model, or the Gemini generateContent adapter
 over a local transport) against real registries and handlers in a temporary folder.
@@ -21,7 +23,7 @@ from toolloop_cli.engine.loop import OperationTerminal
 from toolloop_cli.engine.states import CallState, OpState
 from toolloop_cli.engine.types import HttpRequest, HttpResponse
 from toolloop_cli.examples.refunds import ledger_refunds
-from toolloop_cli.service import approvals, operations
+from toolloop_cli.service import approvals, operations, views
 from toolloop_cli.service.verify import verify_store
 from toolloop_cli.store import Store, open_store
 
@@ -134,35 +136,48 @@ def test_an_answer_repeating_an_earlier_response_and_call_id_fails_the_operation
 # -- H1: a call id reused across turns --------------------------------------------------------
 
 
-def test_a_call_id_reused_in_a_later_turn_is_invalid_never_run_nor_offered_for_approval(
-    store: Store,
-) -> None:
+def _reused_then_approved(store: Store) -> tuple[str, ScriptedTransport]:
+    """The review's reuse.yaml, run to the submit's approval, approved and resumed."""
     transport = ScriptedTransport(reuse_script())
     result = operations.start(store, scripted(REGISTRY), transport=transport)
-    assert result.target is OpState.COMPLETED, result.operation.reason
+    assert result.target is OpState.WAITING_APPROVAL, result.operation.reason
     op_id = result.operation.operation_id
+    (apr,) = store.approvals(op_id)
+    assert (apr.response_id, apr.call_id, apr.tool) == ("resp_t2", "call_X", "submit_refund")
+    shown = views.approval_view(store, apr.approval_id)["call"]  # what the approver is shown
+    assert shown["arguments"] == {"order_id": "ord_1001", "amount_cents": 4999}
+    assert (shown["response_id"], shown["turn"]) == ("resp_t2", 2)
+    assert ledger_refunds(store.data_dir / "payments.db") == []  # nothing before the decision
+    approvals.approve(store, apr.approval_id, "ops-lead")
+    done = operations.resume(store, op_id, transport=transport)
+    assert done.target is OpState.COMPLETED, done.operation.reason
+    return op_id, transport
+
+
+def test_a_call_id_reused_in_a_later_turn_is_its_own_call_approved_with_its_own_arguments(
+    store: Store,
+) -> None:
+    """A provider may name a later turn's call like an earlier one: it is another call, run
+    only once a person approved what it does (its own arguments, not the 1-cent draft's)."""
+    op_id, transport = _reused_then_approved(store)
     calls = store.calls(op_id)
-    assert [(c.name, c.call_id, c.state) for c in calls] == [
-        ("create_refund_draft", "call_X", CallState.SUCCEEDED),
-        ("create_refund_draft", "call_Y", CallState.SUCCEEDED),
-        ("submit_refund", "call_X", CallState.INVALID),
+    assert [(c.response_id, c.call_id, c.name, c.state) for c in calls] == [
+        ("resp_t0", "call_X", "create_refund_draft", CallState.SUCCEEDED),
+        ("resp_t1", "call_Y", "create_refund_draft", CallState.SUCCEEDED),
+        ("resp_t2", "call_X", "submit_refund", CallState.SUCCEEDED),
     ]
-    envelope = calls[2].model_result or {}
-    assert envelope["error"]["code"] == "duplicate_call_id"
-    assert "call id 'call_X' was already used in turn 0" in envelope["error"]["message"]
-    assert store.approvals(op_id) == []  # nobody was asked to approve it
-    assert ledger_refunds(store.data_dir / "payments.db") == []
-    sent = transport.requests[3].body["input"][-1]  # the model is told, under its call id
-    assert (sent["call_id"], sent["content"]) == ("call_X", envelope)
+    (refund,) = ledger_refunds(store.data_dir / "payments.db")
+    assert refund["amount_cents"] == 4999 and refund["idempotency_key"] == calls[2].idempotency_key
+    assert calls[0].model_result and calls[0].model_result["result"]["amount_cents"] == 1
+    sent = transport.requests[3].body["input"][-1]  # the submit's own result, under its id
+    assert (sent["call_id"], sent["content"]) == ("call_X", calls[2].model_result)
     verified(store)
 
 
 def test_the_audited_binding_is_the_one_of_the_call_of_that_response(store: Store) -> None:
-    result = operations.start(
-        store, scripted(REGISTRY), transport=ScriptedTransport(reuse_script())
-    )
-    op_id = result.operation.operation_id
+    op_id, _ = _reused_then_approved(store)
     earlier, _, later = store.calls(op_id)
+    assert earlier.call_binding_sha256 and later.call_binding_sha256
     assert earlier.call_binding_sha256 != later.call_binding_sha256
     assert store.audited_binding(op_id, "resp_t0", "call_X") == earlier.call_binding_sha256
     assert store.audited_binding(op_id, "resp_t2", "call_X") == later.call_binding_sha256

@@ -209,10 +209,11 @@ def test_the_prompt_shows_the_waiting_calls_own_arguments_and_what_the_model_wro
     assert finish(child)[1] == 10
 
 
-def test_a_submit_reusing_an_earlier_call_id_never_reaches_the_prompt(
+def test_a_submit_reusing_an_earlier_call_id_is_shown_and_run_with_its_own_arguments(
     store_path: Path, tmp_path: Path
 ) -> None:
-    """H1 on a terminal: the reused id is answered INVALID, so nobody is asked to approve it."""
+    """H1 on a terminal: the submit takes the 1-cent draft's call id. It is another call (a
+    call is its response id and call id): the person sees its own 4999, and that is paid."""
     cassette = _draft_then_submit(tmp_path / "reuse.yaml", "call_X")
     child = spawn(
         store_path,
@@ -224,10 +225,15 @@ def test_a_submit_reusing_an_earlier_call_id_never_reaches_the_prompt(
         "--as",
         "ops-lead",
     )
-    screen, code = finish(child)
-    assert code == 0 and "approval apr_" not in plain(screen)
-    assert "submit_refund INVALID" in plain(screen)
-    assert ledger_refunds(store_path.parent / "payments.db") == []
+    child.expect(CHOICE)
+    screen = plain(printed(child))
+    prompt = screen[screen.index("approval apr_") :]
+    assert '"amount_cents": 4999' in prompt and "goodwill" not in prompt
+    assert "call_X of response resp_t2" in prompt
+    child.sendline("a")
+    rest, code = finish(child)
+    assert code == 0, rest
+    assert [r["amount_cents"] for r in ledger_refunds(store_path.parent / "payments.db")] == [4999]
 
 
 def test_hostile_text_in_the_prompt_is_shown_escaped(store_path: Path, tmp_path: Path) -> None:

@@ -21,7 +21,6 @@ from support.cli import Invoke, json_out
 from support.paths import REGISTRY, ROOT
 
 from toolloop_cli.cli import render
-from toolloop_cli.engine import validating
 from toolloop_cli.service import diff as run_diff, views
 from toolloop_cli.store import open_store
 
@@ -68,7 +67,11 @@ def flat(shown: str) -> str:
 
 
 def reuse_cassette(path: Path) -> Path:
-    """H1: the irreversible call reuses the call id of a 1-cent draft two turns earlier."""
+    """H1: the irreversible call reuses the call id of a 1-cent draft two turns earlier.
+
+    A provider may name a later turn's call like an earlier one: it is another call, and
+    everything shown for its approval must be found through the approval's own row
+    (response id and call id), never through the first call with that id."""
     return write(
         path,
         [
@@ -104,17 +107,6 @@ def reuse_cassette(path: Path) -> Path:
     )
 
 
-@pytest.fixture
-def engine_without_id_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A store written as an older toolloop wrote it, before a call id named one call.
-
-    The engine now answers a reused call id INVALID (tests/security/test_engine_intents.py), so
-    the reuse never reaches an approval; the display must still find an approval's call through
-    the approval's own row in a store where it did.
-    """
-    monkeypatch.setattr(validating, "_earlier_with_id", lambda deps, op, call: None)
-
-
 def run_waiting(cli: Invoke, cassette: Path, registry: Path = REGISTRY, *extra: str) -> Any:
     result = cli("run", T, "--registry", str(registry), "--transcript", str(cassette), *extra)
     assert result.exit_code == 10, result.output
@@ -130,7 +122,7 @@ def only_pending(cli: Invoke) -> dict[str, Any]:
 
 
 def test_run_hint_shows_the_waiting_calls_arguments_not_an_earlier_call_with_its_id(
-    engine_without_id_check: None, cli: Invoke, tmp_path: Path
+    cli: Invoke, tmp_path: Path
 ) -> None:
     result = run_waiting(cli, reuse_cassette(tmp_path / "reuse.yaml"))
     apr = only_pending(cli)["approval_id"]
@@ -141,7 +133,7 @@ def test_run_hint_shows_the_waiting_calls_arguments_not_an_earlier_call_with_its
 
 
 def test_pending_json_carries_the_waiting_calls_own_arguments_and_response(
-    engine_without_id_check: None, cli: Invoke, tmp_path: Path
+    cli: Invoke, tmp_path: Path
 ) -> None:
     run_waiting(cli, reuse_cassette(tmp_path / "reuse.yaml"))
     pending = only_pending(cli)
@@ -162,7 +154,7 @@ def test_pending_json_carries_the_waiting_calls_own_arguments_and_response(
 
 
 def test_approve_prints_the_waiting_call_before_deciding_and_its_json_carries_it(
-    engine_without_id_check: None, cli: Invoke, tmp_path: Path
+    cli: Invoke, tmp_path: Path
 ) -> None:
     run_waiting(cli, reuse_cassette(tmp_path / "reuse.yaml"))
     apr = only_pending(cli)["approval_id"]
@@ -181,7 +173,7 @@ def test_approve_prints_the_waiting_call_before_deciding_and_its_json_carries_it
 
 
 def test_diff_attaches_an_approval_to_its_own_call_only(
-    engine_without_id_check: None, cli: Invoke, tmp_path: Path, store_path: Path
+    cli: Invoke, tmp_path: Path, store_path: Path
 ) -> None:
     run_waiting(cli, reuse_cassette(tmp_path / "reuse.yaml"))
     store = open_store(store_path)
@@ -192,7 +184,7 @@ def test_diff_attaches_an_approval_to_its_own_call_only(
 
 
 def test_an_approval_that_names_another_call_is_refused_before_any_decision(
-    engine_without_id_check: None, cli: Invoke, tmp_path: Path, store_path: Path
+    cli: Invoke, tmp_path: Path, store_path: Path
 ) -> None:
     run_waiting(cli, reuse_cassette(tmp_path / "reuse.yaml"))
     apr = only_pending(cli)["approval_id"]
@@ -493,7 +485,7 @@ def test_the_consoles_never_parse_markup(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_a_call_resume_would_refuse_is_flagged_before_anyone_decides(
-    engine_without_id_check: None, cli: Invoke, store_path: Path, tmp_path: Path
+    cli: Invoke, store_path: Path, tmp_path: Path
 ) -> None:
     """Stored arguments edited after the approval was asked: the person is told, in red,
     that what they would approve is not what the approval is bound to."""

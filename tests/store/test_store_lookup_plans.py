@@ -16,7 +16,6 @@ from toolloop_cli.store.rows import CALL_COLUMNS
 LOOKUPS = {
     "calls_with_intent": ("name = ? AND arguments_sha256 = ?", "calls_intent"),
     "calls_with_key": ("idempotency_key = ?", "calls_key"),
-    "calls_with_id": ("call_id = ?", "calls_id"),
 }
 
 
@@ -34,3 +33,19 @@ def test_call_lookup_seeks_its_index_in_turn_order(tmp_path: Path, lookup: str) 
     store.close()
     assert f"USING INDEX {index}" in plan
     assert "TEMP B-TREE" not in plan  # the index gives the order: no sort of the matches
+
+
+def test_a_call_is_found_by_its_response_and_call_id_through_the_unique_key(
+    tmp_path: Path,
+) -> None:
+    """``get_call``: call ids are unique per response only, so the pair is the lookup."""
+    store = open_store(tmp_path / "store.db")
+    sql = (
+        f"EXPLAIN QUERY PLAN SELECT {CALL_COLUMNS} FROM calls"
+        " WHERE operation_id = ? AND response_id = ? AND call_id = ?"
+    )
+    plan = " | ".join(row[3] for row in store.conn.execute(sql, ("op", "resp", "call")))
+    indexes = {r[1] for r in store.conn.execute("PRAGMA index_list(calls)")}
+    store.close()
+    assert "USING INDEX sqlite_autoindex_calls_1" in plan
+    assert "calls_id" not in indexes  # by call id alone: nothing looks a call up that way

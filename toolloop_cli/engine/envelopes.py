@@ -67,14 +67,6 @@ def outcome_unknown(message: str) -> JSONObject:
     return error(OUTCOME_UNKNOWN, message)
 
 
-def duplicate_call_id(call_id: str, turn: int) -> JSONObject:
-    return error(
-        "duplicate_call_id",
-        f"call id {call_id!r} was already used in turn {turn}; a call id names one call, "
-        "so this call was not run",
-    )
-
-
 def code(envelope: JSONObject | None) -> str | None:
     """The error code of an error envelope (None for a success or no envelope)."""
     err = envelope.get("error") if isinstance(envelope, dict) else None

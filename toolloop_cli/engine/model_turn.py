@@ -228,12 +228,12 @@ def _recorded_again(
     every resume. It is answered like a response proposing one call id twice: FAILED.
     """
     for call_id in ids:
-        for earlier in deps.store.calls_with_id(op.operation_id, call_id):
-            if earlier.response_id == response_id:
-                return (
-                    f"malformed payload: the answer repeats call {call_id!r} of response "
-                    f"{response_id!r}, already recorded in turn {earlier.turn_idx}; no call was run"
-                )
+        earlier = deps.store.get_call(op.operation_id, response_id, call_id)
+        if earlier is not None:
+            return (
+                f"malformed payload: the answer repeats call {call_id!r} of response "
+                f"{response_id!r}, already recorded in turn {earlier.turn_idx}; no call was run"
+            )
     return None
 
 

@@ -198,7 +198,9 @@ class StorePort(Protocol):
 
     def calls_with_key(self, operation_id: str, idempotency_key: str) -> list[CallRecord]: ...
 
-    def calls_with_id(self, operation_id: str, call_id: str) -> list[CallRecord]: ...
+    def get_call(self, operation_id: str, response_id: str, call_id: str) -> CallRecord | None:
+        """The one call a (response id, call id) pair names: ids are unique per response only."""
+        ...
 
     def calls_with_intent(
         self, operation_id: str, name: str, arguments_sha256: str

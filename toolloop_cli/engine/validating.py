@@ -65,12 +65,6 @@ def _check_call(
     deps: Deps, op: OperationRecord, call: CallRecord
 ) -> tuple[CallRecord, ToolInfo] | None:
     """INVALID with an error envelope, or the call bound to its key, digest and tool revision."""
-    earlier = _earlier_with_id(deps, op, call)
-    if earlier is not None:  # a call id names one call: never two in one operation
-        result = envelopes.duplicate_call_id(call.call_id, earlier.turn_idx)
-        why = f"call id already used in turn {earlier.turn_idx}"
-        call_to(deps, call, C.INVALID, why, model_result=result)
-        return None
     tool = deps.toolbox.lookup(call.name)
     if tool is None:
         result = envelopes.unknown_tool(call.name)
@@ -85,18 +79,6 @@ def _check_call(
         op.operation_id, tool.name, tool.schema_version, call.arguments, tool.key_fields
     )
     return _bind(deps, call, tool, key), tool
-
-
-def _earlier_with_id(deps: Deps, op: OperationRecord, call: CallRecord) -> CallRecord | None:
-    """An earlier turn's call with this call id (a new response reusing it), or None.
-
-    Every lookup by call id (approvals, results, the transition log, the audit binding) is
-    then unambiguous: the reused id is answered INVALID, never run or offered for approval.
-    """
-    for earlier in deps.store.calls_with_id(op.operation_id, call.call_id):
-        if earlier.turn_idx < call.turn_idx:
-            return earlier
-    return None
 
 
 def _intent(call: CallRecord) -> str:
@@ -245,10 +227,12 @@ def _request_approval(deps: Deps, op: OperationRecord, call: CallRecord, tool: T
 
 
 def _reuse_read(deps: Deps, op: OperationRecord, call: CallRecord) -> bool:
+    """A read done before (another call: a later turn may reuse the id) is not done again."""
     for earlier in deps.store.calls_with_intent(
         op.operation_id, call.name, call.arguments_sha256 or ""
     ):
-        if earlier.call_id != call.call_id and earlier.state is C.SUCCEEDED:
+        other = (earlier.response_id, earlier.call_id) != (call.response_id, call.call_id)
+        if other and earlier.state is C.SUCCEEDED:
             result = dict(earlier.model_result or {})
             result["repeat_of"] = earlier.call_id
             call_to(deps, call, C.DUPLICATE, f"repeat of {earlier.call_id}", model_result=result)

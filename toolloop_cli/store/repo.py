@@ -378,15 +378,6 @@ class Store:
         )
         return [call_from_row(r) for r in cur]
 
-    def calls_with_id(self, operation_id: str, call_id: str) -> list[CallRecord]:
-        """Calls of the operation with this call id, in turn order (one, unless reused)."""
-        cur = self.conn.execute(
-            f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ?"
-            " AND call_id = ? ORDER BY turn_idx, seq",
-            (operation_id, call_id),
-        )
-        return [call_from_row(r) for r in cur]
-
     def calls_with_intent(
         self, operation_id: str, name: str, arguments_sha256: str
     ) -> list[CallRecord]:

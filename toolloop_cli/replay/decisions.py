@@ -67,12 +67,14 @@ class Decisions:
 
     #: "live" (handlers run: only ``approve_as`` decides) or "recorded" (nothing runs)
     mode: str
-    #: call id → the approval the recording's metadata holds for it
-    recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: (turn, call id) → the approval the recording's metadata holds for that call (a
+    #: provider may give every turn's calls the same ids: the turn tells them apart)
+    recorded: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
     policy: Policy | None = None
     approve_as: str | None = None
-    #: call ids that may be approved as ``replay``: results recorded, nothing runs
-    recorded_results: frozenset[str] = frozenset()
+    #: (turn, call id) of the calls that may be approved as ``replay``: results recorded,
+    #: nothing runs
+    recorded_results: frozenset[tuple[int, str]] = frozenset()
 
 
 def drive(
@@ -106,7 +108,8 @@ def _move_to_requests(
     if op.current_turn is None:
         return
     for call in store.calls(op.operation_id, op.current_turn):
-        _move(clock, decisions.recorded.get(call.call_id, {}).get("requested_at"))
+        recorded = decisions.recorded.get((call.turn_idx, call.call_id), {})
+        _move(clock, recorded.get("requested_at"))
 
 
 #: the recorded decisions a replay with recorded results takes over
@@ -121,7 +124,8 @@ def _decide_pending(
     for apr in store.approvals(op.operation_id):
         if apr.status is not ApprovalStatus.PENDING:
             continue
-        recorded = decisions.recorded.get(apr.call_id, {})
+        key = _call_key(store, apr)
+        recorded = decisions.recorded.get(key, {}) if key is not None else {}
         status = recorded.get("status")
         if status == ApprovalStatus.EXPIRED:
             _move(clock, recorded.get("expires_at"))
@@ -133,12 +137,12 @@ def _decide_pending(
         elif decisions.approve_as:
             status, subject, reason = ApprovalStatus.APPROVED, decisions.approve_as, None
             why = "replay --approve-as"
-        elif nothing_runs and apr.call_id in decisions.recorded_results:
+        elif nothing_runs and key in decisions.recorded_results:
             status, subject, reason = ApprovalStatus.APPROVED, REPLAY_SUBJECT, None
             why = "replay: recorded results, nothing runs"
         else:
             continue
-        problem = _policy_problem(decisions, subject, apr, clock.now())
+        problem = _policy_problem(decisions, subject, apr, key, clock.now())
         if problem is not None:
             refused.append(Divergence("approval", None, apr.call_id, "$", subject, None, problem))
             continue
@@ -146,15 +150,26 @@ def _decide_pending(
     return refused
 
 
+def _call_key(store: Store, apr: ApprovalRecord) -> tuple[int, str] | None:
+    """(turn, call id) of the approval's own call, found by its response id and call id."""
+    call = store.get_call(apr.operation_id, apr.response_id, apr.call_id)
+    return None if call is None else (call.turn_idx, call.call_id)
+
+
 def _policy_problem(
-    decisions: Decisions, subject: str, apr: ApprovalRecord, now: datetime
+    decisions: Decisions,
+    subject: str,
+    apr: ApprovalRecord,
+    key: tuple[int, str] | None,
+    now: datetime,
 ) -> str | None:
     """Why this subject's decision is refused: the rules ``approve`` applies (tools.policy).
 
-    ``replay`` decides only where nothing runs and the recording holds the call's result.
+    ``replay`` decides only where nothing runs and the recording holds the call's result
+    (``key``: the approval's call, by turn and call id).
     """
     if subject == REPLAY_SUBJECT:
-        if decisions.mode == "recorded" and apr.call_id in decisions.recorded_results:
+        if decisions.mode == "recorded" and key in decisions.recorded_results:
             return None
         return (
             f"{REPLAY_SUBJECT} is not a person: it decides only with --results recorded, "

@@ -318,17 +318,23 @@ def _normal(value: Any) -> Any:
 def compare_outcome(
     recorded_state: str | None,
     state: str,
-    recorded_calls: Mapping[str, str],
-    calls: Mapping[str, str],
+    recorded_calls: Mapping[tuple[int, str], str],
+    calls: Mapping[tuple[int, str], str],
 ) -> list[Divergence]:
-    """Against toolloop's own metadata: the operation's end state and each call's state."""
+    """Against toolloop's own metadata: the operation's end state and each call's state.
+
+    Calls are keyed by (turn, call id): a provider may give every turn's calls the same ids.
+    """
     found: list[Divergence] = []
-    for call_id, expected in recorded_calls.items():
-        actual = calls.get(call_id)
+    for (turn, call_id), expected in recorded_calls.items():
+        actual = calls.get((turn, call_id))
         if actual != expected:
             path = json_path("$.calls", call_id) + ".state"
-            message = f"call {call_id} ended {actual or 'absent'}; the recording says {expected}"
-            found.append(Divergence("call_state", None, call_id, path, expected, actual, message))
+            message = (
+                f"call {call_id} of turn {turn} ended {actual or 'absent'}; "
+                f"the recording says {expected}"
+            )
+            found.append(Divergence("call_state", turn, call_id, path, expected, actual, message))
     if recorded_state is not None and recorded_state != state:
         message = f"the operation ended {state}; the recording ended {recorded_state}"
         found.append(Divergence("state", None, None, "$.state", recorded_state, state, message))

@@ -168,14 +168,15 @@ class DeclaredTools:
 class RecordedToolbox:
     """A ``Toolbox`` whose handlers answer with the recording's results.
 
-    ``results[k]`` holds, by call id, the results recorded for the calls of answer ``k``.
+    ``results[k]`` holds, by call id, the results recorded for the calls of answer ``k``;
+    ``recorded_states`` the recorded end state of each call, by (answer ``k``, call id).
     """
 
     def __init__(
         self,
         policy: Toolbox,
         results: Sequence[Mapping[str, RecordedResult]],
-        recorded_states: Mapping[str, str] | None = None,
+        recorded_states: Mapping[tuple[int, str], str] | None = None,
         cursor: Cursor | None = None,
         foreign: bool = False,
     ) -> None:
@@ -221,6 +222,10 @@ class RecordedToolbox:
     def validate(self, name: str, arguments: JSONObject) -> list[str]:
         return self.policy.validate(name, arguments)
 
+    def _reconciled(self, call_id: str) -> bool:
+        """The recording shows this call of the answer served last RECONCILED."""
+        return self.recorded_states.get((self.cursor.answered - 1, call_id)) == "RECONCILED"
+
     def _result(self, call_id: str) -> RecordedResult | None:
         """The result recorded for a call of the answer served last. The engine may qualify
         an id the adapter made up with its turn (``<id>_t<turn>``): that id counts too."""
@@ -233,7 +238,7 @@ class RecordedToolbox:
 
     def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution:
         self.answered.append(context.call_id)
-        reconciled = self.recorded_states.get(context.call_id) == "RECONCILED"
+        reconciled = self._reconciled(context.call_id)
         result = self._result(context.call_id)
         if result is None and self.foreign:
             return ToolExecution("tool_error", error="the recording has no result for this call")
@@ -243,7 +248,7 @@ class RecordedToolbox:
         self, name: str, arguments: JSONObject, context: CallContext
     ) -> ToolExecution | None:
         result = self._result(context.call_id)
-        if self.recorded_states.get(context.call_id) != "RECONCILED" or result is None:
+        if not self._reconciled(context.call_id) or result is None:
             return None
         return execution_of(result)
 

@@ -27,7 +27,15 @@ from toolloop_cli.engine.states import OpState
 from toolloop_cli.engine.types import JSONObject, ModelSettings
 from toolloop_cli.errors import AdapterError, CanonicalJSONError, TranscriptError, UsageError
 from toolloop_cli.replay.decisions import Decisions, ReplayClock, drive
-from toolloop_cli.replay.deps import Plan, meta_list, plan_deps, policy_toolbox, recorded_table
+from toolloop_cli.replay.deps import (
+    CallKey,
+    Plan,
+    plan_deps,
+    policy_toolbox,
+    recorded_approvals,
+    recorded_calls,
+    recorded_table,
+)
 from toolloop_cli.replay.divergence import (
     Divergence,
     compare_outcome,
@@ -348,13 +356,13 @@ def stricter(a: Guards, b: Guards) -> Guards:
 
 
 def _decisions(plan: Plan, options: ReplayOptions) -> Decisions:
-    recorded = {a["call_id"]: a for a in meta_list(plan.meta, "approvals") if "call_id" in a}
-    answered: set[str] = set()
+    answered: set[CallKey] = set()
     if plan.mode == "recorded":
-        answered = {call_id for turn in recorded_table(plan.conversation) for call_id in turn}
+        table = recorded_table(plan.conversation)
+        answered = {(turn, call_id) for turn, results in enumerate(table) for call_id in results}
     return Decisions(
         mode=plan.mode,
-        recorded=recorded,
+        recorded=recorded_approvals(plan.meta),
         policy=plan.registry.policy if plan.registry is not None else None,
         approve_as=options.approve_as,
         recorded_results=frozenset(answered),
@@ -387,13 +395,13 @@ def _divergences(
         found = [d for d in found if d.kind != "missing_request"]
     if plan.meta:
         op = store.get_operation(op_id)
-        calls = {c.call_id: c.state.value for c in store.calls(op_id)}
-        recorded_calls = {str(c["call_id"]): str(c["state"]) for c in meta_list(plan.meta, "calls")}
+        calls = {(c.turn_idx, c.call_id): c.state.value for c in store.calls(op_id)}
+        recorded = {key: str(c["state"]) for key, c in recorded_calls(plan.meta).items()}
         state = plan.meta.get("state")
         found += compare_outcome(
             str(state) if state and not waiting else None,
             op.state.value,
-            recorded_calls if not waiting else {},
+            recorded if not waiting else {},
             calls,
         )
     return found

@@ -162,7 +162,12 @@ def operation_metadata(
     approvals: Sequence[ApprovalRecord],
     toolbox: Toolbox,
 ) -> dict[str, Any]:
-    """What toolloop writes under ``toolloop:``: enough for a replay to walk the same path."""
+    """What toolloop writes under ``toolloop:``: enough for a replay to walk the same path.
+
+    A call is named by its turn, response id and call id (a provider may reuse call ids in
+    every turn), and so is the call of each approval.
+    """
+    turn_of = {(c.response_id, c.call_id): c.turn_idx for c in calls}
     return {
         "format": 1,
         "operation_id": op.operation_id,
@@ -186,11 +191,19 @@ def operation_metadata(
         "settings": op.settings,
         "tools": {spec.name: _tool_meta(toolbox.lookup(spec.name)) for spec in toolbox.specs()},
         "calls": [
-            {"turn": c.turn_idx, "call_id": c.call_id, "name": c.name, "state": c.state.value}
+            {
+                "turn": c.turn_idx,
+                "response_id": c.response_id,
+                "call_id": c.call_id,
+                "name": c.name,
+                "state": c.state.value,
+            }
             for c in calls
         ],
         "approvals": [
             {
+                "turn": turn_of.get((a.response_id, a.call_id)),
+                "response_id": a.response_id,
                 "call_id": a.call_id,
                 "tool": a.tool,
                 "status": a.status.value,

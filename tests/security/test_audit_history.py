@@ -443,7 +443,13 @@ def test_every_honest_store_verifies_clean(tmp_path: Path, clock: FakeClock) -> 
     store = open_store(ids)
     for script, registry in ((reuse_script(), REGISTRY), (repeated_answer(), GUARDS)):
         options = operations.RunOptions(task="t", registry=registry, provider="scripted", model="m")
-        operations.start(store, options, transport=ScriptedTransport(script))
+        transport = ScriptedTransport(script)
+        started = operations.start(store, options, transport=transport)
+        op_id = started.operation.operation_id
+        if started.target.value == "WAITING_APPROVAL":  # the submit that reuses a draft's id
+            approvals.approve(store, approval_of(store, op_id), "ops-lead")
+            done = operations.resume(store, op_id, transport=transport)
+            assert done.target.value == "COMPLETED", done.operation.reason
     store.close()
     checked = 0
     for path in (replays, faults / "store.db", demo, ids):

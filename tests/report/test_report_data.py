@@ -17,7 +17,7 @@ from report_helpers import (
     toolloop,
     write_report,
 )
-from support.scripted import call, final, run_script, turn
+from support.scripted import answer, call, final, run_script, turn
 
 from toolloop_cli.report.data import report_data
 from toolloop_cli.store import open_store
@@ -144,6 +144,38 @@ def test_a_call_id_the_model_uses_in_two_turns_keeps_each_calls_own_history(
         "SUCCEEDED",
     ]
     assert [h["target"] for h in second["history"]] == ["PROPOSED", "INVALID"]
+
+
+def test_a_log_entry_that_names_its_response_belongs_to_that_responses_call(
+    tmp_path: Path,
+) -> None:
+    """Two turns name their call ``same``: an entry carrying a response id is its call's,
+    wherever it stands in the log; one without (an older store) falls back to its turn."""
+    from toolloop_cli.report.data import histories
+
+    store = open_store(tmp_path / "store.db")
+    answers = [
+        answer("resp_a", call("echo", {"n": 1}, call_id="same")),
+        answer("resp_b", call("echo", {"n": 2}, call_id="same")),
+        final(),
+    ]
+    result, _ = run_script(store, answers)
+    op_id = result.operation.operation_id
+    first, second = report_data(store, op_id)["calls"]
+    for shown in (first, second):
+        assert [h["target"] for h in shown["history"]] == [
+            "PROPOSED",
+            "APPROVED",
+            "EXECUTING",
+            "SUCCEEDED",
+        ]
+        assert {h["response_id"] for h in shown["history"][1:]} == {shown["response_id"]}
+    late = {"kind": "call", "call_id": "same", "source": "SUCCEEDED", "target": "SUCCEEDED"}
+    log = [*store.transitions(op_id), {**late, "response_id": "resp_a", "reason": "named"}]
+    log.append({**late, "response_id": None, "reason": "old"})
+    found = histories(store.turns(op_id), store.calls(op_id), log)
+    assert found[("call", 0, "same")][-1]["reason"] == "named"
+    assert found[("call", 1, "same")][-1]["reason"] == "old"  # the latest turn with that id
 
 
 def test_against_a_cassette_compares_with_the_recording_itself(tmp_path: Path) -> None:

@@ -140,27 +140,32 @@ def histories(
 ) -> dict[tuple[str, int, str], list[Row]]:
     """The call and approval entries of the state log, by (kind, turn, call id).
 
-    The log names a call by its id only, and a model may use one id in two turns. Each turn
-    that proposed calls logged MODEL_REQUESTED -> VALIDATING when its calls were stored, so an
-    entry belongs to the latest turn proposed so far that has a call with that id.
+    A model may use one call id in two turns: an entry names its call by response id and call
+    id. Entries from before the log kept the response id name the call id only; each turn
+    that proposed calls logged MODEL_REQUESTED -> VALIDATING when its calls were stored, so
+    such an entry belongs to the latest turn proposed so far that has a call with that id.
     """
     proposing = iter(t.idx for t in turns if t.outcome is TurnOutcome.TOOL_PROPOSALS)
     ids: dict[int, set[str]] = {}
+    turn_of = {(c.response_id, c.call_id): c.turn_idx for c in calls}
     for call in calls:
         ids.setdefault(call.turn_idx, set()).add(call.call_id)
     reached: list[int] = []
     found: dict[tuple[str, int, str], list[Row]] = {}
     for entry in transitions:
-        kind, call_id = entry["kind"], entry["call_id"]
+        kind, call_id, response_id = entry["kind"], entry["call_id"], entry.get("response_id")
         if kind == "operation" and (entry["source"], entry["target"]) == _PROPOSED:
             turn = next(proposing, None)
             if turn is not None:
                 reached.append(turn)
-        elif kind in ("call", "approval") and call_id is not None:
-            owner = next((k for k in reversed(reached) if call_id in ids.get(k, ())), None)
-            if owner is None:  # logged before its turn's marker: the first turn with that id
-                owner = next((k for k in sorted(ids) if call_id in ids[k]), -1)
+        elif kind in ("call", "approval") and call_id is not None and response_id is not None:
+            owner = turn_of.get((response_id, call_id), -1)
             found.setdefault((kind, owner, call_id), []).append(entry)
+        elif kind in ("call", "approval") and call_id is not None:
+            guess = next((k for k in reversed(reached) if call_id in ids.get(k, ())), None)
+            if guess is None:  # logged before its turn's marker: the first turn with that id
+                guess = next((k for k in sorted(ids) if call_id in ids[k]), -1)
+            found.setdefault((kind, guess, call_id), []).append(entry)
     return found
 
 

@@ -184,11 +184,19 @@ def _place_calls(
     by_id: dict[str, list[CallRecord]] = {}
     for call in sorted(calls, key=lambda c: (c.turn_idx, c.seq)):
         by_id.setdefault(call.call_id, []).append(call)
+    by_key = {(c.response_id, c.call_id): c for c in calls}
     moves: dict[tuple[str, str], list[int]] = {}
     for i, t in enumerate(transitions):
         if t["kind"] != "call" or t["call_id"] not in by_id:
             continue
-        call = _owner(by_id[t["call_id"]], i, outcomes)
+        response_id = t.get("response_id")  # None in rows from before the log kept it
+        if response_id is not None:
+            named = by_key.get((response_id, t["call_id"]))
+            if named is None:
+                continue
+            call = named
+        else:
+            call = _owner(by_id[t["call_id"]], i, outcomes)
         placement.call_of[i] = call
         moves.setdefault((call.response_id, call.call_id), []).append(i)
     for call in sorted(calls, key=lambda c: (c.turn_idx, c.seq)):
@@ -208,7 +216,8 @@ def _place_calls(
 
 
 def _owner(candidates: list[CallRecord], at: int, outcomes: dict[int, int]) -> CallRecord:
-    """Call ids are the provider's; if one repeats across turns, the latest turn before wins."""
+    """For a log entry without a response id: call ids are the provider's, and if one repeats
+    across turns, the latest turn before the entry wins."""
     owner = candidates[0]
     for call in candidates[1:]:
         if outcomes.get(call.turn_idx, at) < at:

@@ -264,3 +264,33 @@ def test_a_recording_whose_approvals_name_no_turn_replays_as_before(
     assert [(a["status"], a["decided_by"]) for a in out["approvals"]] == [
         (a["status"], a["decided_by"]) for a in meta["approvals"]
     ]
+
+
+def shifted(path: Path, after: int, by: int, folder: Path) -> Path:
+    """The recording as if ``by`` requests after turn ``after`` had got no answer: such a
+    request is a turn of the run (the metadata counts it) but not an interaction."""
+    document = yaml.safe_load(path.read_text())
+    for entry in (*document["toolloop"]["calls"], *document["toolloop"]["approvals"]):
+        if entry["turn"] > after:
+            entry["turn"] += by
+    out = folder / f"shifted-{path.name}"
+    out.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    return out
+
+
+@pytest.mark.parametrize("branch", ["happy_path", "submit_timeout_reconciled"])
+def test_recorded_turns_that_got_no_answer_do_not_move_an_entry_off_its_call(
+    cli: Invoke, tmp_path: Path, branch: str
+) -> None:
+    """Each recorded turn is placed at the answer that proposed its calls."""
+    code, out = replay(cli, shifted(BRANCHES / "openai" / f"{branch}.yaml", 0, 2, tmp_path))
+    assert (code, out["divergences"], out["state"]) == (0, [], "COMPLETED")
+    assert [a["decided_by"] for a in out["approvals"]] == ["ops-lead"]
+
+
+def test_reused_ids_after_turns_that_got_no_answer_keep_each_turns_decision(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    code, out = replay(cli, shifted(recorded_run(cli, tmp_path), 1, 1, tmp_path))
+    assert (code, out["state"], out["divergences"]) == (0, "COMPLETED", [])
+    assert [c["state"] for c in out["calls"]][2:] == ["SUCCEEDED", "DENIED"]

@@ -20,6 +20,7 @@ from toolloop_cli.engine.states import CallState
 from toolloop_cli.engine.types import JSONObject, RecordedResult, ToolSpec
 from toolloop_cli.errors import TranscriptError
 from toolloop_cli.replay.pairing import new_results, pair
+from toolloop_cli.replay.recorded_meta import meta_list, recorded_calls
 from toolloop_cli.replay.recorded_tools import Cursor, DeclaredTools, RecordedToolbox
 from toolloop_cli.replay.shapes import declared_tools
 from toolloop_cli.replay.split import Conversation, split_conversations
@@ -30,21 +31,7 @@ from toolloop_cli.transcripts.record import METADATA_KEY
 from toolloop_cli.transcripts.transport import ReplayTransport
 from toolloop_cli.wiring import RegistryToolbox, deps_for
 
-__all__ = [
-    "CallKey",
-    "Plan",
-    "meta_list",
-    "plan_deps",
-    "policy_toolbox",
-    "recorded_approvals",
-    "recorded_calls",
-    "recorded_table",
-    "replay_deps",
-]
-
-#: A call of a replay, as the recording's metadata names it: (turn, call id). Call ids are
-#: unique per answer only, and the replay's turns are the recording's, one per answer.
-CallKey = tuple[int, str]
+__all__ = ["Plan", "meta_list", "plan_deps", "policy_toolbox", "recorded_table", "replay_deps"]
 
 
 @dataclass
@@ -116,7 +103,8 @@ def plan_deps(
     toolbox: Toolbox | None = None
     if plan.mode == "recorded":
         results = recorded_table(conversation)
-        states = {key: str(c["state"]) for key, c in recorded_calls(plan.meta).items()}
+        recorded = recorded_calls(conversation, plan.meta)
+        states = {key: str(c["state"]) for key, c in recorded.items()}
         policy = policy_toolbox(plan, store.data_dir, clock, cursor)
         toolbox = RecordedToolbox(policy, results, states, cursor, foreign=not plan.meta)
     elif plan.registry is not None:
@@ -194,40 +182,6 @@ def _ends_with(
         )
 
     return ends
-
-
-def meta_list(meta: dict[str, Any], key: str) -> list[dict[str, Any]]:
-    value = meta.get(key)
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def recorded_calls(meta: dict[str, Any]) -> dict[CallKey, dict[str, Any]]:
-    """toolloop's metadata about each recorded call, by (turn, call id)."""
-    return {
-        (c["turn"], str(c["call_id"])): c
-        for c in meta_list(meta, "calls")
-        if isinstance(c.get("turn"), int) and "call_id" in c
-    }
-
-
-def recorded_approvals(meta: dict[str, Any]) -> dict[CallKey, dict[str, Any]]:
-    """toolloop's metadata about each recorded approval, by its call's (turn, call id).
-
-    An approval recorded before approvals named their turn belongs to the first call with
-    its id: toolloop then answered a call id reused in a later turn INVALID, never asking.
-    """
-    first: dict[str, int] = {}
-    for index, name in sorted(recorded_calls(meta)):
-        first.setdefault(name, index)
-    found: dict[CallKey, dict[str, Any]] = {}
-    for apr in meta_list(meta, "approvals"):
-        if "call_id" not in apr:
-            continue
-        call_id, given = str(apr["call_id"]), apr.get("turn")
-        turn = given if isinstance(given, int) else first.get(call_id)
-        if turn is not None:
-            found[(turn, call_id)] = apr
-    return found
 
 
 def replay_deps(

@@ -27,20 +27,13 @@ from toolloop_cli.engine.states import OpState
 from toolloop_cli.engine.types import JSONObject, ModelSettings
 from toolloop_cli.errors import AdapterError, CanonicalJSONError, TranscriptError, UsageError
 from toolloop_cli.replay.decisions import Decisions, ReplayClock, drive
-from toolloop_cli.replay.deps import (
-    CallKey,
-    Plan,
-    plan_deps,
-    policy_toolbox,
-    recorded_approvals,
-    recorded_calls,
-    recorded_table,
-)
+from toolloop_cli.replay.deps import Plan, plan_deps, policy_toolbox, recorded_table
 from toolloop_cli.replay.divergence import (
     Divergence,
     compare_outcome,
     compare_requests,
 )
+from toolloop_cli.replay.recorded_meta import CallKey, recorded_approvals, recorded_calls
 from toolloop_cli.replay.shapes import conversation_items, recorded_settings, task_text
 from toolloop_cli.replay.split import Conversation, Skipped, split_conversations
 from toolloop_cli.store import Store
@@ -362,7 +355,7 @@ def _decisions(plan: Plan, options: ReplayOptions) -> Decisions:
         answered = {(turn, call_id) for turn, results in enumerate(table) for call_id in results}
     return Decisions(
         mode=plan.mode,
-        recorded=recorded_approvals(plan.meta),
+        recorded=recorded_approvals(plan.conversation, plan.meta),
         policy=plan.registry.policy if plan.registry is not None else None,
         approve_as=options.approve_as,
         recorded_results=frozenset(answered),
@@ -396,7 +389,8 @@ def _divergences(
     if plan.meta:
         op = store.get_operation(op_id)
         calls = {(c.turn_idx, c.call_id): c.state.value for c in store.calls(op_id)}
-        recorded = {key: str(c["state"]) for key, c in recorded_calls(plan.meta).items()}
+        meta_calls = recorded_calls(conversation, plan.meta)
+        recorded = {key: str(c["state"]) for key, c in meta_calls.items()}
         state = plan.meta.get("state")
         found += compare_outcome(
             str(state) if state and not waiting else None,

@@ -13,7 +13,9 @@ decision recorded for one turn's ``call_0`` is replayed onto that call only.
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +52,12 @@ CITY = {
 TASK = "Weather and local time in Paris and in Rome?"
 WEATHER = {"Paris": {"city": "Paris", "temp_c": 21}, "Rome": {"city": "Rome", "temp_c": 25}}
 TIME = {"Paris": {"city": "Paris", "time": "14:05"}, "Rome": {"city": "Rome", "time": "14:05"}}
-#: (turn, call id, tool, city) of every call: both turns name their calls call_0 and call_1
+#: (call id, tool, city) of every call, per turn: both turns name them call_0 and call_1
 TURNS = [
     [("call_0", "get_weather", "Paris"), ("call_1", "get_weather", "Rome")],
     [("call_0", "get_time", "Paris"), ("call_1", "get_time", "Rome")],
 ]
-RESULTS = {"get_weather": WEATHER, "get_time": TIME}
+RESULTS: dict[str, dict[str, dict[str, Any]]] = {"get_weather": WEATHER, "get_time": TIME}
 EXPECTED = [(name, "SUCCEEDED", RESULTS[name][city]) for turn in TURNS for _, name, city in turn]
 FINAL = "21 °C in Paris, 25 °C in Rome; 14:05 in both."
 
@@ -149,13 +151,11 @@ def generate_loop(ids: str, stream: str | None) -> list[dict[str, Any]]:
     ]
 
 
-LOOPS = {
+LOOPS: dict[str, Callable[[], list[dict[str, Any]]]] = {
     "openai-json": lambda: openai_loop(False),
     "openai-stream": lambda: openai_loop(True),
     **{
-        f"generate-{ids}-{stream or 'json-answer'}": (
-            lambda ids=ids, stream=stream: generate_loop(ids, stream)
-        )
+        f"generate-{ids}-{stream or 'json-answer'}": functools.partial(generate_loop, ids, stream)
         for ids in ("model", "model-no-response-id", "client")
         for stream in (None, "sse", "json")
     },

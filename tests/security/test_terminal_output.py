@@ -112,7 +112,7 @@ def engine_without_id_check(monkeypatch: pytest.MonkeyPatch) -> None:
     the reuse never reaches an approval; the display must still find an approval's call through
     the approval's own row in a store where it did.
     """
-    monkeypatch.setattr(validating, "_earlier_with_id", lambda deps, op, call: None)
+    monkeypatch.setattr(validating, "_earlier_with_id", lambda call, earlier: None)
 
 
 def run_waiting(cli: Invoke, cassette: Path, registry: Path = REGISTRY, *extra: str) -> Any:

@@ -86,22 +86,18 @@ def start(
         store.append_items(op.operation_id, items)
     deps.failpoint("after_start_commit")
     with lease.held(store, op.operation_id) as held:
-        _renew_as_it_steps(deps, held)
-        result = loop.run(deps, op.operation_id)
+        result = loop.run(deps, op.operation_id, after_step=_renewing(held))
         flush_recording(deps)
     return result
 
 
-def _renew_as_it_steps(deps: Deps, held: lease.Lease) -> None:
+def _renewing(held: lease.Lease) -> loop.AfterStep:
     """Keep the operation's lease alive: renew it (when due) after each committed step."""
-    sink = deps.on_event
 
-    def on_event(kind: str, data: dict[str, object]) -> None:
-        if kind == "transition":
-            held.renew_if_due()
-        sink(kind, data)
+    def after_step(_: loop.StepResult) -> None:
+        held.renew_if_due()
 
-    deps.on_event = on_event
+    return after_step
 
 
 def _new_operation(
@@ -220,9 +216,8 @@ def open_operation(
 def step(store: Store, operation_id: str, **kwargs: object) -> loop.StepResult:
     """Exactly one transition."""
     _refuse_terminal(store, operation_id, kwargs.get("tenant"))
-    with lease.held(store, operation_id) as held:
+    with lease.held(store, operation_id):
         deps = open_operation(store, operation_id, **kwargs)  # type: ignore[arg-type]
-        _renew_as_it_steps(deps, held)
         result = loop.step(deps, operation_id)
         flush_recording(deps)
     return result
@@ -244,12 +239,15 @@ def resume(
     _refuse_terminal(store, operation_id, kwargs.get("tenant"), force_continue)
     with lease.held(store, operation_id) as held:
         deps = open_operation(store, operation_id, **kwargs)  # type: ignore[arg-type]
-        _renew_as_it_steps(deps, held)
         op = store.get_operation(operation_id)
         if force_continue and op.state is OpState.ESCALATED:
             _check_operator(op, decided_by)
         result = loop.resume(
-            deps, operation_id, force_continue=force_continue, decided_by=decided_by
+            deps,
+            operation_id,
+            force_continue=force_continue,
+            decided_by=decided_by,
+            after_step=_renewing(held),
         )
         flush_recording(deps)
     return result

@@ -72,7 +72,7 @@ def _plain(value: Any) -> bool:
     if kind is str or value is None or kind is bool:
         return True
     if kind is int:
-        return -_SAFE_INT <= value <= _SAFE_INT
+        return bool(-_SAFE_INT <= value <= _SAFE_INT)
     if kind is float:
         return 1e-4 <= abs(value) < 1e16 and not value.is_integer()
     if kind is dict:

@@ -41,6 +41,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
@@ -58,7 +59,16 @@ def _root(
     ] = Durability.BARRIERS,
 ) -> None:
     """toolloop: tool-calling loops as a finite state machine with a local store."""
+    before = os.environ.get(DURABILITY_ENV)
     os.environ[DURABILITY_ENV] = durability.value  # every store this command opens
+
+    def restore() -> None:  # the command is over (matters when called in-process)
+        if before is None:
+            os.environ.pop(DURABILITY_ENV, None)
+        else:
+            os.environ[DURABILITY_ENV] = before
+
+    ctx.call_on_close(restore)
 
 
 app.command("run")(run.run)

@@ -99,12 +99,14 @@ def run(
     operation_id: str,
     max_steps: int = 1_000_000,
     after_step: AfterStep | None = None,
+    op: OperationRecord | None = None,
 ) -> StepResult:
     """Step until the operation is terminal or waits for a human; return the last step.
 
-    The operation is read once; each step hands its records to the next.
+    The operation is read once (or ``op`` is that read); each step hands its records on.
     """
-    op = deps.store.get_operation(operation_id)
+    if op is None:
+        op = deps.store.get_operation(operation_id)
     calls: list[CallRecord] | None = None
     for _ in range(max_steps):
         last = advance(deps, op, calls)
@@ -122,24 +124,26 @@ def resume(
     force_continue: bool = False,
     decided_by: str | None = None,
     after_step: AfterStep | None = None,
+    op: OperationRecord | None = None,
 ) -> StepResult:
     """Continue a paused or interrupted operation; ESCALATED needs ``force_continue``.
 
     ``decided_by`` names the operator whose explicit decision a forced continue is; it is
     written into the transition log.
     """
-    op = deps.store.get_operation(operation_id)
+    if op is None:
+        op = deps.store.get_operation(operation_id)
     if op.state is OpState.ESCALATED:
         if not force_continue:
             raise OperationTerminal(
                 f"operation {operation_id} is ESCALATED ({op.reason}); nothing was run. "
                 "An operator may continue it with --force-continue"
             )
-        executing.force_continue(deps, op, decided_by or "an operator")
+        op = executing.force_continue(deps, op, decided_by or "an operator")
         deps.failpoint("after_force_continue_commit")
     elif is_terminal(op.state):
         raise OperationTerminal(
             f"operation {operation_id} is already {op.state.value}: nothing to resume, "
             "nothing was run"
         )
-    return run(deps, operation_id, after_step=after_step)
+    return run(deps, operation_id, after_step=after_step, op=op)

@@ -205,6 +205,18 @@ def open_operation(
 ) -> Deps:
     """The dependencies to step an existing operation, from what the store recorded."""
     op = store.get_operation(operation_id, tenant)
+    return _deps_of(store, op, clock=clock, on_event=on_event, transport=transport)
+
+
+def _deps_of(
+    store: Store,
+    op: OperationRecord,
+    *,
+    clock: Clock | None = None,
+    on_event: EventSink | None = None,
+    transport: Transport | None = None,
+) -> Deps:
+    """``open_operation`` from the operation record already read."""
     if op.transport == "replay":
         from toolloop_cli.replay.deps import replay_deps
 
@@ -236,10 +248,12 @@ def resume(
     Continuing an ESCALATED operation is an operator's decision: ``force_continue`` with
     ``decided_by`` naming a policy approver, recorded in the transition log.
     """
-    _refuse_terminal(store, operation_id, kwargs.get("tenant"), force_continue)
+    tenant = kwargs.pop("tenant", None)
+    _refuse_terminal(store, operation_id, tenant, force_continue)
     with lease.held(store, operation_id) as held:
-        deps = open_operation(store, operation_id, **kwargs)  # type: ignore[arg-type]
-        op = store.get_operation(operation_id)
+        # read again under the lease: the one read the steps start from
+        op = store.get_operation(operation_id, tenant if isinstance(tenant, str) else None)
+        deps = _deps_of(store, op, **kwargs)  # type: ignore[arg-type]
         if force_continue and op.state is OpState.ESCALATED:
             _check_operator(op, decided_by)
         result = loop.resume(
@@ -248,6 +262,7 @@ def resume(
             force_continue=force_continue,
             decided_by=decided_by,
             after_step=_renewing(held),
+            op=op,
         )
         flush_recording(deps)
     return result

@@ -5,7 +5,8 @@ validator compiled once), calls the handler, wraps the result in the same envelo
 sends, appends the new conversation items, builds the next request body, hashes the request
 and every result over RFC 8785 canonical JSON (``rfc8785``), and commits the turn's rows (the
 turn with its response body, its calls, its new conversation items stored once by content
-hash) in one SQLite transaction, WAL with ``synchronous=FULL`` as toolloop opens its store.
+hash) in one SQLite transaction, WAL with ``synchronous=NORMAL``: the level toolloop's
+default durability (barriers) commits a read-only turn at.
 
 The request hash is computed incrementally: the canonical bytes of a request are the fixed
 keys before the conversation, the canonical items joined by commas, then the keys after it,
@@ -13,7 +14,7 @@ so a running SHA-256 over the items so far, copied and finished per turn, gives 
 ``sha256(rfc8785.dumps(body))`` at a cost that does not grow with the run (checked against
 the direct hash on the first turns).
 
-``step_commits``: the same, plus one more fsynced transaction per state change toolloop
+``step_commits``: the same, plus one more transaction per state change toolloop
 commits (4 per turn and 1 per call, each a one-row insert): what the commits alone cost.
 
 What it does not do: no state machine, no transition log, no audit hash chain, no per-call
@@ -131,7 +132,7 @@ class Floor:
         self.step_commits = step_commits
         self.conn = sqlite3.connect(str(path), isolation_level=None)
         self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.executescript(SCHEMA)
         name, spec, self.handler = load_tool(registry)
         self.tool = name

@@ -1,7 +1,9 @@
 """How fast ``toolloop verify`` checks a store, next to plain hashlib over the same bytes.
 
-Builds a store of N completed refund operations from the bundled OpenAI recording, then
-times, best of R runs:
+Builds a store through the library API, then times, best of R runs: with ``--ops N``, N
+completed refund operations from the bundled OpenAI recording (approvals, a side effect);
+with ``--calls N``, the bench workload (``workload.py``: turns of 3 read calls) in operations
+of 200 turns until N calls are stored.
 
 - ``verify_store``: read every row, walk the chain, compare rows, recompute every hash and
   rebuild every request through the adapter (what ``toolloop verify`` does);
@@ -11,7 +13,7 @@ times, best of R runs:
 - ``hashlib.sha256`` over the same record bytes (the floor: one hash per record);
 - ``seal`` of every record (what the engine pays per append, hashing only).
 
-Usage: python bench/verify_speed.py [--ops N] [--repeat R]
+Usage: python bench/verify_speed.py [--ops N | --calls N] [--repeat R]
 """
 
 from __future__ import annotations
@@ -19,21 +21,28 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from toolloop_cli.audit.chain import walk
-from toolloop_cli.audit.hashing import GENESIS, seal
+from toolloop_cli.audit.hashing import GENESIS, Write, seal, seal_batch
 from toolloop_cli.audit.verify import verify
 from toolloop_cli.service import approvals, operations
 from toolloop_cli.service.verify import read_rows, verify_store
 from toolloop_cli.store import open_store
 from toolloop_cli.store.audit_rules import HISTORY_RULES
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import workload  # noqa: E402
+
 REGISTRY = ROOT / "registries" / "refunds.yaml"
 TRANSCRIPT = ROOT / "transcripts" / "refund-openai.yaml"
 TASK = "Order ord_1001 arrived damaged. Look it up, refund it in full, and tell me what you did."
@@ -60,6 +69,40 @@ def build(path: Path, count: int) -> None:
     store.close()
 
 
+def build_calls(path: Path, calls: int, turns: int = 200, per_turn: int = 3) -> int:
+    """Operations of the bench workload, run to their end, until ``calls`` calls are stored."""
+    from toolloop_cli.transcripts.cassette import load_cassette
+    from toolloop_cli.transcripts.transport import ReplayTransport
+
+    store = open_store(path)
+    cassette = load_cassette(
+        workload.write_cassette("openai", turns, per_turn, path.parent / "w.yaml")
+    )
+    options = operations.RunOptions(
+        task=workload.TASK,
+        registry=workload.REGISTRY,
+        guard_overrides=workload.guard_overrides(turns, per_turn),
+        provider="openai",
+        model=workload.MODELS["openai"],
+    )
+    clock = Clock()
+    made = 0
+    while made < calls:
+        done = operations.start(store, options, clock=clock, transport=ReplayTransport(cassette))
+        assert done.target.value == "COMPLETED", done.operation.reason
+        made += turns * per_turn
+    store.close()
+    return made
+
+
+def _reseal(record: dict[str, Any]) -> object:
+    """Hash a record again as the engine appended it (either layout)."""
+    if record.get("kind") == "batch":
+        writes = [Write(*w) for w in record["writes"]]
+        return seal_batch(record["seq"], GENESIS, record["operation_id"], writes)
+    return seal(record["seq"], GENESIS, record["kind"], record["row"])
+
+
 def best(fn: Callable[[], object], repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -72,12 +115,18 @@ def best(fn: Callable[[], object], repeat: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=25)
+    parser.add_argument("--calls", type=int, default=0, help="build from the bench workload")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "store.db"
         started = time.perf_counter()
-        build(path, args.ops)
+        if args.calls:
+            made = build_calls(path, args.calls)
+            what = f"{made} calls"
+        else:
+            build(path, args.ops)
+            what = f"{args.ops} operations"
         built = time.perf_counter() - started
         store = open_store(path)
         rows = read_rows(store)
@@ -94,16 +143,17 @@ def main() -> None:
             ("hashlib.sha256 over the records", lambda: [hashlib.sha256(d).digest() for d in data]),
             (
                 "seal (append-side hashing)",
-                lambda: [seal(r["seq"], GENESIS, r["kind"], r["row"]) for r in parsed],
+                lambda: [_reseal(r) for r in parsed],
             ),
         ]
-        print(f"store: {args.ops} operations, {records} audit records, {size / 1e6:.2f} MB")
-        print(f"built in {built:.1f} s ({built / args.ops * 1000:.0f} ms per operation)")
-        print(f"{'what':34} {'seconds':>9} {'records/s':>12} {'µs/record':>10}")
+        print(f"store: {what}, {records} audit records, {size / 1e6:.2f} MB")
+        print(f"built in {built:.1f} s")
+        print(f"{'what':34} {'seconds':>9} {'MB/s':>8} {'records/s':>12} {'µs/record':>10}")
         for name, fn in cases:
             seconds = best(fn, args.repeat)
             rate = records / seconds
-            print(f"{name:34} {seconds:9.4f} {rate:12,.0f} {1e6 / rate:10.1f}")
+            mbs = size / 1e6 / seconds
+            print(f"{name:34} {seconds:9.4f} {mbs:8.1f} {rate:12,.0f} {1e6 / rate:10.1f}")
         store.close()
 
 

@@ -8,11 +8,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from support.audit_log import edit_write, newest_write, rechain as relink
 from support.clock import FakeClock
 from support.stores import approval_of, start
 
 from toolloop_cli.audit.binding import call_binding_sha256, result_sha256
-from toolloop_cli.audit.canonical import canonical_text, sha256_hex
+from toolloop_cli.audit.canonical import sha256_hex
 from toolloop_cli.audit.hashing import chain_link
 from toolloop_cli.audit.verify import Report
 from toolloop_cli.service import approvals, operations
@@ -112,16 +113,15 @@ def forge_result(path: Path, operation_id: str) -> str:
                 call["call_id"],
             ),
         )
-        (seq, text) = conn.execute(
-            "SELECT seq, record FROM audit_log WHERE call_id = ? AND kind = 'call'"
-            " AND operation_id = ? ORDER BY seq DESC LIMIT 1",
-            (call["call_id"], operation_id),
-        ).fetchone()
-        record = json.loads(text)
-        record["row"].update(
-            {k: call[k] for k in ("model_result_json", "result_sha256", "call_binding_sha256")}
+        seq, index = newest_write(
+            conn,
+            "call",
+            operation_id=operation_id,
+            call_id=call["call_id"],
+            column="model_result_json",
         )
-        conn.execute("UPDATE audit_log SET record = ? WHERE seq = ?", (canonical_text(record), seq))
+        columns = ("model_result_json", "result_sha256", "call_binding_sha256")
+        edit_write(conn, seq, index, **{k: call[k] for k in columns})
     return str(call["call_id"])
 
 
@@ -137,11 +137,10 @@ def _call_key(path: Path, operation_id: str, call_id: str) -> str:
 def rehash_record(path: Path, operation_id: str, call_id: str) -> int:
     """The attacker recomputes the forged record's own hash; returns its seq."""
     with sqlite3.connect(path) as conn:
-        (seq, text) = conn.execute(
-            "SELECT seq, record FROM audit_log WHERE call_id = ? AND kind = 'call'"
-            " AND operation_id = ? ORDER BY seq DESC LIMIT 1",
-            (call_id, operation_id),
-        ).fetchone()
+        seq, _ = newest_write(
+            conn, "call", operation_id=operation_id, call_id=call_id, column="model_result_json"
+        )
+        (text,) = conn.execute("SELECT record FROM audit_log WHERE seq = ?", (seq,)).fetchone()
         conn.execute(
             "UPDATE audit_log SET record_sha256 = ? WHERE seq = ?",
             (sha256_hex(text.encode()), seq),
@@ -152,19 +151,7 @@ def rehash_record(path: Path, operation_id: str, call_id: str) -> int:
 def rechain(path: Path, from_seq: int) -> None:
     """The attacker recomputes every link from ``from_seq`` to the end."""
     with sqlite3.connect(path) as conn:
-        (prev,) = conn.execute(
-            "SELECT chain_sha256 FROM audit_log WHERE seq = ?", (from_seq - 1,)
-        ).fetchone()
-        rows = conn.execute(
-            "SELECT seq, record_sha256 FROM audit_log WHERE seq >= ? ORDER BY seq", (from_seq,)
-        ).fetchall()
-        for seq, record_sha in rows:
-            link = chain_link(seq, prev, record_sha)
-            conn.execute(
-                "UPDATE audit_log SET prev_sha256 = ?, chain_sha256 = ? WHERE seq = ?",
-                (prev, link, seq),
-            )
-            prev = link
+        relink(conn, from_seq)
 
 
 def test_an_edited_result_with_its_row_hashes_recomputed_is_caught_by_its_record(

@@ -69,9 +69,10 @@ def _trees(overrides: Overrides) -> Iterator[tuple[Path, ast.Module]]:
 
 
 def _step_functions() -> set[str]:
-    """The functions ``loop.step`` calls in its ``match`` (each followed by after_step_commit)."""
+    """The functions ``loop.advance`` (what ``step`` and ``run`` make each step with) calls in
+    its ``match`` (each followed by after_step_commit)."""
     tree = ast.parse((PACKAGE / "engine" / "loop.py").read_text())
-    step = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "step")
+    step = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "advance")
     parents = _parents(tree)
     match = next(n for n in ast.walk(step) if isinstance(n, ast.Match))
     assert _failpoint_name(_next_statement(match, parents)) == "after_step_commit"

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.audit_log import rewrite_as_row_records, row_writes
 from support.cli import Invoke, json_out
 from support.clock import FakeClock
 from support.harness.ops import refused_records, waiting_refund
@@ -26,7 +27,6 @@ from support.scripted import GUARDS, call, final, run_script, turn
 
 from toolloop_cli.adapters.scripted import ScriptedTransport
 from toolloop_cli.audit.canonical import sha256_of
-from toolloop_cli.audit.hashing import GENESIS, seal
 from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.errors import ApprovalError
 from toolloop_cli.examples.refunds import ledger_refunds
@@ -179,12 +179,7 @@ def test_m2_the_pinned_policy_hash_is_on_the_approval_the_operation_and_the_audi
     store = open_store(store_path)
     assert store.get_approval(apr).policy_sha256 == pinned
     assert store.get_operation(op_id).policy_sha256 == pinned
-    records = [
-        json.loads(r[0])["row"]
-        for r in store.conn.execute(
-            "SELECT record FROM audit_log WHERE kind IN ('approval', 'operation')"
-        )
-    ]
+    records = [w["row"] for w in row_writes(store.conn) if w["kind"] in ("approval", "operation")]
     assert records and all(r["policy_sha256"] == pinned for r in records)
     (body,) = store.conn.execute("SELECT body FROM blobs WHERE sha256 = ?", (pinned,)).fetchone()
     assert rules.policy_from_document(json.loads(body)) == load_registry(registry).policy
@@ -345,30 +340,13 @@ def _downgrade(store_path: Path) -> None:
     records lose the key they never had, re-sealed into the chain as they were written.
     """
     conn = sqlite3.connect(store_path)
-    records = conn.execute("SELECT seq, record FROM audit_log ORDER BY seq").fetchall()
-    conn.execute("DELETE FROM audit_log")
-    prev = GENESIS
-    for seq, text in records:
-        record = json.loads(text)
-        row = record["row"]
-        if record["kind"] in ("operation", "approval"):
+
+    def unpinned(kind: str, row: dict[str, Any]) -> dict[str, Any]:
+        if kind in ("operation", "approval"):
             assert row.pop("policy_sha256") is None
-        sealed = seal(seq, prev, record["kind"], row)
-        conn.execute(
-            "INSERT INTO audit_log (seq, operation_id, kind, call_id, record, record_sha256,"
-            " prev_sha256, chain_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                sealed.seq,
-                sealed.operation_id,
-                sealed.kind,
-                sealed.call_id,
-                sealed.record,
-                sealed.record_sha256,
-                sealed.prev_sha256,
-                sealed.chain_sha256,
-            ),
-        )
-        prev = sealed.chain_sha256
+        return row
+
+    rewrite_as_row_records(conn, unpinned)  # that code wrote one record per row write
     conn.execute("ALTER TABLE approvals DROP COLUMN policy_sha256")
     conn.execute("ALTER TABLE operations DROP COLUMN policy_sha256")
     conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'policy_pin'")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.audit_log import edit_write, newest_write, reseal
 from support.cli import json_out
 from support.clock import FakeClock
 from support.harness.fake_refund_service import wait_for_handlers
@@ -256,12 +257,9 @@ def final_answer_rewritten(f: Forger, ops: dict[str, str]) -> Found:
     digest = sha256_hex(body.encode())
     f.conn.execute("INSERT OR IGNORE INTO blobs (sha256, body) VALUES (?, ?)", (digest, body))
     f.update("conversation", {"operation_id": op, "seq": last["seq"]}, item_sha256=digest)
-    (text,) = f.conn.execute(
-        "SELECT record FROM audit_log WHERE kind = 'items' AND operation_id = ?"
-        " ORDER BY seq DESC LIMIT 1",
-        (op,),
-    ).fetchone()
-    appended = json.loads(text)["row"]  # the final answer's append, with the new item hash
+    seq, index = newest_write(f.conn, "items", operation_id=op)
+    (text,) = f.conn.execute("SELECT record FROM audit_log WHERE seq = ?", (seq,)).fetchone()
+    appended = json.loads(text)["writes"][index][2]  # the final answer's append (a whole row)
     f.append("items", {**appended, "items": [*appended["items"][:-1], digest]})
     return {("conversation", "items", op, None)}
 
@@ -376,10 +374,12 @@ def test_a_result_rewritten_in_place_is_caught_by_what_the_model_was_sent(
     result = json.loads(submit["model_result_json"])
     result["result"]["refund_id"] = "rf_7777_7"
     submit = forger.update_call(submit, model_result_json=json.dumps(result, sort_keys=True))
-    (seq,) = forger.conn.execute(
-        "SELECT max(seq) FROM audit_log WHERE kind = 'call' AND call_id = ?", (submit["call_id"],)
-    ).fetchone()
-    forger.rewrite_record(seq, submit)  # its only SUCCEEDED record: a legal history
+    seq, index = newest_write(
+        forger.conn, "call", call_id=submit["call_id"], column="model_result_json"
+    )
+    columns = ("model_result_json", "result_sha256", "call_binding_sha256")
+    edit_write(forger.conn, seq, index, **{c: submit[c] for c in columns})
+    reseal(forger.conn, seq)  # its only SUCCEEDED write, re-sealed: a legal history
     forger.commit()
     code, found = verify_cli(path, "--expect-head", kept)
     assert code == 20

@@ -8,7 +8,8 @@ would no longer verify. Do not change it; add a new, versioned function instead.
 ``fast_canonical_bytes`` is the same serialisation, faster: for values made only of
 objects with ASCII keys, arrays, strings, safe integers, booleans and null (every audit
 record) RFC 8785 output equals ``json.dumps`` with sorted keys and no whitespace, so it uses
-that; anything else (floats, non-ASCII keys) goes through ``canonical_bytes``. A property
+that; so for floats in the range where both write the same shortest digits. Anything else
+(other floats, non-ASCII keys, large integers) goes through ``canonical_bytes``. A property
 test holds the two byte-identical.
 """
 
@@ -52,27 +53,43 @@ def sha256_hex(data: bytes) -> str:
 
 
 def sha256_of(value: Any) -> str:
-    """``sha256:<hex>`` of a JSON value's canonical bytes."""
-    return sha256_hex(canonical_bytes(value))
+    """``sha256:<hex>`` of a JSON value's canonical bytes (through ``fast_canonical_bytes``,
+    byte for byte the same)."""
+    return sha256_hex(fast_canonical_bytes(value))
 
 
 _SAFE_INT = 2**53 - 1
 
 
 def _plain(value: Any) -> bool:
-    """True when ``json.dumps`` writes ``value`` exactly as RFC 8785 does (see module doc)."""
+    """True when ``json.dumps`` writes ``value`` exactly as RFC 8785 does (see module doc).
+
+    Floats are plain when Python's shortest repr is ECMAScript's too: not integral (ES writes
+    ``5``, Python ``5.0``) and between 1e-4 and 1e16 in magnitude, where neither uses an
+    exponent. Loops rather than ``all()`` over generators: this runs on every audit row.
+    """
     kind = type(value)
     if kind is str or value is None or kind is bool:
         return True
     if kind is int:
         return bool(-_SAFE_INT <= value <= _SAFE_INT)
+    if kind is float:
+        return 1e-4 <= abs(value) < 1e16 and not value.is_integer()
     if kind is dict:
-        return all(
-            type(k) is str and k.isascii() and _plain(v)
-            for k, v in value.items()  # ASCII keys: UTF-16 order is code-point order
-        )
+        for k, v in value.items():
+            if type(k) is not str or not k.isascii():  # ASCII keys: UTF-16 order = code points
+                return False
+            t = type(v)
+            if t is str or v is None:
+                continue
+            if not _plain(v):
+                return False
+        return True
     if kind is list or kind is tuple:
-        return all(_plain(v) for v in value)
+        for v in value:
+            if type(v) is not str and not _plain(v):
+                return False
+        return True
     return False
 
 

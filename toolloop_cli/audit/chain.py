@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .canonical import sha256_hex
-from .hashing import GENESIS, KINDS, RECORD_VERSION, chain_link
+from .hashing import BATCH, BATCH_VERSION, GENESIS, KINDS, RECORD_VERSION, chain_link
 from .mismatch import Mismatch
 
 __all__ = ["Head", "Walk", "walk"]
@@ -98,12 +98,19 @@ class _Reporter:
 
 def _check_fields(row: Mapping[str, Any], record: Mapping[str, Any], bad: _Reporter) -> None:
     """The row's columns must say what its (hashed) record says."""
-    if record.get("v") != RECORD_VERSION:
-        bad("record", f"record version {RECORD_VERSION}", record.get("v"))
-    if record.get("kind") not in KINDS:
-        bad("record", "a known record kind", record.get("kind"))
-    if not isinstance(record.get("row"), dict) or not isinstance(record.get("key"), list):
-        bad("record", "a record with key and row", _short(json.dumps(record)))
+    version = record.get("v")
+    if version == BATCH_VERSION:
+        if record.get("kind") != BATCH:
+            bad("record", f"kind {BATCH}", record.get("kind"))
+        if not isinstance(record.get("writes"), list):
+            bad("record", "a batch record with its writes", _short(json.dumps(record)))
+    elif version == RECORD_VERSION:
+        if record.get("kind") not in KINDS:
+            bad("record", "a known record kind", record.get("kind"))
+        if not isinstance(record.get("row"), dict) or not isinstance(record.get("key"), list):
+            bad("record", "a record with key and row", _short(json.dumps(record)))
+    else:
+        bad("record", f"record version {RECORD_VERSION} or {BATCH_VERSION}", version)
     for column in ("seq", "kind", "operation_id", "call_id"):
         if record.get(column) != row.get(column):
             bad(column, record.get(column), row.get(column))

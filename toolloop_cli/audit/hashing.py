@@ -1,7 +1,15 @@
 """Audit records and the hash chain that links them.
 
-Every write to an audited table appends one record: the row as it now stands (its key and
-every column as stored), sealed into a chain. A record is the canonical JSON object
+Every transaction that writes to an audited table appends one record: the batch of its
+writes, each the row's kind and key, the columns that write changed (every column when the
+row is new) and the hash of the whole row after it, sealed into a chain:
+
+    {"v": 2, "seq": N, "kind": "batch", "operation_id": OP, "call_id": null,
+     "writes": [[K, [...the row's identity...], {...changed columns...}, "sha256:..."], ...]}
+
+so ``verify`` rebuilds every row from its records (the first write of a row holds all of it)
+and checks each rebuilt row against its hash and against the table. Stores written before
+hold one record per row write, the row as it then stood (version 1):
 
     {"v": 1, "seq": N, "kind": K, "operation_id": OP, "call_id": CALL|null,
      "key": [...the row's identity...], "row": {...every column...}}
@@ -31,16 +39,26 @@ __all__ = [
     "GENESIS",
     "KINDS",
     "RECORD_VERSION",
+    "BATCH",
+    "BATCH_VERSION",
     "Kind",
     "Sealed",
+    "Write",
     "chain_link",
+    "hashable_key",
     "key_text",
     "record_key",
+    "row_sha256",
     "seal",
+    "seal_batch",
 ]
 
-#: Version of the record layout; bumped (never reused) if the layout ever changes.
+#: Version of the one-record-per-row-write layout (stores written before batches).
 RECORD_VERSION = 1
+#: Version of the batch layout: one record per transaction, each write its changed columns.
+BATCH_VERSION = 2
+#: The ``kind`` of a batch record.
+BATCH = "batch"
 
 #: The ``prev_sha256`` of the first record of every store.
 GENESIS = "sha256:" + "0" * 64
@@ -125,6 +143,52 @@ def seal(seq: int, prev_sha256: str, kind_name: str, row: Mapping[str, Any]) -> 
         prev_sha256=prev_sha256,
         chain_sha256=chain_link(seq, prev_sha256, record_sha256),
     )
+
+
+@dataclass(frozen=True)
+class Write:
+    """One row write of a batch: the columns it changed and the hash of the row after it."""
+
+    kind: str
+    key: list[Any]
+    changes: dict[str, Any]
+    row_sha256: str
+
+
+def row_sha256(row: Mapping[str, Any]) -> str:
+    """The hash of a whole row (every column) as a batch write states it."""
+    return sha256_hex(fast_canonical_bytes(row))
+
+
+def seal_batch(
+    seq: int, prev_sha256: str, operation_id: str | None, writes: Sequence[Write]
+) -> Sealed:
+    """Build and hash batch record ``seq``: the writes of one transaction, in order."""
+    record = {
+        "v": BATCH_VERSION,
+        "seq": seq,
+        "kind": BATCH,
+        "operation_id": operation_id,
+        "call_id": None,
+        "writes": [[w.kind, w.key, w.changes, w.row_sha256] for w in writes],
+    }
+    body = fast_canonical_bytes(record)
+    record_sha256 = sha256_hex(body)
+    return Sealed(
+        seq=seq,
+        kind=BATCH,
+        operation_id=operation_id,
+        call_id=None,
+        record=body.decode("utf-8"),
+        record_sha256=record_sha256,
+        prev_sha256=prev_sha256,
+        chain_sha256=chain_link(seq, prev_sha256, record_sha256),
+    )
+
+
+def hashable_key(values: Sequence[Any]) -> tuple[Any, ...]:
+    """A record key as a dict key (lists and objects in it by their repr)."""
+    return tuple(v if not isinstance(v, list | dict) else repr(v) for v in values)
 
 
 def key_text(values: Sequence[Any]) -> str:

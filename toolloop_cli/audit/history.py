@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .hashing import KINDS, key_text
+from .hashing import KINDS, hashable_key, key_text
 from .mismatch import Mismatch
 
 __all__ = ["History", "Rules", "TableRules"]
@@ -76,7 +76,7 @@ class History:
         kind, key, row = record.get("kind"), record.get("key"), record.get("row")
         if kind not in KINDS or not isinstance(key, list):
             return
-        hashable = (str(kind), _hashable(key))
+        hashable = (str(kind), hashable_key(key))
         previous = self.latest.get(hashable)
         self.latest[hashable] = record
         rules = self.rules.get(str(kind))
@@ -185,10 +185,6 @@ def _in(value: object, states: frozenset[str]) -> bool:
 
 def _one_of(states: frozenset[str]) -> str:
     return "one of " + ", ".join(sorted(states))
-
-
-def _hashable(values: list[Any]) -> tuple[Any, ...]:
-    return tuple(v if not isinstance(v, list | dict) else repr(v) for v in values)
 
 
 _ABSENT = object()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .chain import Head, walk
+from .expand import expand
 from .hashing import KINDS, Kind, key_text
 from .history import History, Rules
 from .mismatch import Mismatch
@@ -68,7 +69,7 @@ def verify(
     chain = walk(rows.audit_log)
     found = list(chain.mismatches)
     history = History(rules)
-    for record in chain.records:  # in seq order: one pass, the last record per key kept
+    for record in expand(chain.records, found):  # in seq order: the last record per key kept
         history.feed(record)
     found += history.mismatches
     latest = history.latest

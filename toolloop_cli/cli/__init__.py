@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
 
 from toolloop_cli import __version__
+from toolloop_cli.store.durability import DURABILITY_ENV, Durability
 
 from . import (
     approvals,
@@ -39,12 +41,34 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
+    durability: Annotated[
+        Durability,
+        typer.Option(
+            "--durability",
+            envvar=DURABILITY_ENV,
+            case_sensitive=False,
+            help="When the store fsyncs: 'barriers' (default: before a side effect, at a "
+            "human decision, a pause and an end; every commit survives a killed process) or "
+            "'full' (every commit). Env TOOLLOOP_DURABILITY.",
+        ),
+    ] = Durability.BARRIERS,
 ) -> None:
     """toolloop: tool-calling loops as a finite state machine with a local store."""
+    before = os.environ.get(DURABILITY_ENV)
+    os.environ[DURABILITY_ENV] = durability.value  # every store this command opens
+
+    def restore() -> None:  # the command is over (matters when called in-process)
+        if before is None:
+            os.environ.pop(DURABILITY_ENV, None)
+        else:
+            os.environ[DURABILITY_ENV] = before
+
+    ctx.call_on_close(restore)
 
 
 app.command("run")(run.run)

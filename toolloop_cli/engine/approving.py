@@ -8,6 +8,8 @@ call the person did not see, nor made under a policy it was not requested under.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from toolloop_cli.errors import ApprovalError, TamperedStore
 
 from . import envelopes
@@ -20,47 +22,54 @@ from .states import ApprovalStatus, CallState, OpState
 C = CallState
 
 
-def collect_decisions(deps: Deps, op: OperationRecord) -> tuple[OperationRecord, str | None]:
-    """Apply recorded decisions, re-validating each approved call; None when all are settled."""
+def collect_decisions(
+    deps: Deps, op: OperationRecord, calls: list[CallRecord] | None = None
+) -> tuple[OperationRecord, list[CallRecord], str | None]:
+    """Apply recorded decisions, re-validating each approved call.
+
+    Returns the operation, the turn's calls as now stored, and why it still waits (None when
+    every decision is in).
+    """
     waiting: list[str] = []
     with deps.store.transaction():
         now = deps.clock.now()
-        for call in turn_calls(deps, op):
-            if call.state is not C.WAITING_APPROVAL or call.approval_id is None:
-                continue
-            apr = deps.store.get_approval(call.approval_id)
-            expired = now >= parse_iso(apr.expires_at)
-            if apr.status is ApprovalStatus.PENDING and not expired:
-                _check_pin(deps, call, apr)
-                waiting.append(apr.approval_id)
-            elif apr.status is ApprovalStatus.PENDING or (
-                apr.status is ApprovalStatus.APPROVED and expired
-            ):
-                if apr.status is ApprovalStatus.PENDING:
-                    deps.store.decide_approval(
-                        apr.approval_id, ApprovalStatus.EXPIRED, None, iso(now), None
-                    )
-                call_to(
-                    deps,
-                    call,
-                    C.EXPIRED,
-                    "approval expired",
-                    model_result=envelopes.expired(apr.expires_at),
-                )
-            elif apr.status is ApprovalStatus.DENIED:
-                result = envelopes.denied(apr.decided_by, apr.reason)
-                call_to(deps, call, C.DENIED, f"denied by {apr.decided_by}", model_result=result)
-            elif apr.status is ApprovalStatus.APPROVED:
-                _revalidate(deps, call, apr)
-                call_to(deps, call, C.APPROVED, f"approved by {apr.decided_by}")
-            else:
-                raise TamperedStore(f"approval {apr.approval_id} has unknown status {apr.status!r}")
+        # the calls' rows change only here; their approvals are read now, decisions included
+        current = calls if calls is not None else turn_calls(deps, op)
+        after: list[CallRecord] = []
+        for call in current:
+            after.append(_decided(deps, call, now, waiting))
         if waiting:
-            return op, "waiting for approval: " + ", ".join(waiting)
-        states = {c.state for c in turn_calls(deps, op)}
+            return op, after, "waiting for approval: " + ", ".join(waiting)
+        states = {c.state for c in after}
         if C.APPROVED in states:
-            return transition(deps, op, OpState.EXECUTING, "decisions recorded"), None
-        return transition(deps, op, OpState.RESULTS_READY, "no approved call to run"), None
+            return transition(deps, op, OpState.EXECUTING, "decisions recorded"), after, None
+        return transition(deps, op, OpState.RESULTS_READY, "no approved call to run"), after, None
+
+
+def _decided(deps: Deps, call: CallRecord, now: datetime, waiting: list[str]) -> CallRecord:
+    """The call with its approval's decision applied (or left waiting, its id in ``waiting``)."""
+    if call.state is not C.WAITING_APPROVAL or call.approval_id is None:
+        return call
+    apr = deps.store.get_approval(call.approval_id)
+    expired = now >= parse_iso(apr.expires_at)
+    if apr.status is ApprovalStatus.PENDING and not expired:
+        _check_pin(deps, call, apr)
+        waiting.append(apr.approval_id)
+        return call
+    if apr.status is ApprovalStatus.PENDING or (apr.status is ApprovalStatus.APPROVED and expired):
+        if apr.status is ApprovalStatus.PENDING:
+            deps.store.decide_approval(
+                apr.approval_id, ApprovalStatus.EXPIRED, None, iso(now), None
+            )
+        result = envelopes.expired(apr.expires_at)
+        return call_to(deps, call, C.EXPIRED, "approval expired", model_result=result)
+    if apr.status is ApprovalStatus.DENIED:
+        result = envelopes.denied(apr.decided_by, apr.reason)
+        return call_to(deps, call, C.DENIED, f"denied by {apr.decided_by}", model_result=result)
+    if apr.status is ApprovalStatus.APPROVED:
+        _revalidate(deps, call, apr)
+        return call_to(deps, call, C.APPROVED, f"approved by {apr.decided_by}")
+    raise TamperedStore(f"approval {apr.approval_id} has unknown status {apr.status!r}")
 
 
 def _revalidate(deps: Deps, call: CallRecord, apr: ApprovalRecord) -> None:

@@ -12,14 +12,25 @@ class SystemClock:
         return datetime.now(UTC)
 
 
+_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
 def iso(moment: datetime) -> str:
     """A sortable UTC timestamp: ``2026-12-01T10:00:00.000000Z``."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    utc = moment.astimezone(UTC).replace(tzinfo=None)
+    if utc.year < 1000:  # isoformat pads the year; keep strftime's form for those
+        return utc.strftime(_FORMAT)
+    return utc.isoformat(timespec="microseconds") + "Z"
 
 
 def parse_iso(text: str) -> datetime:
-    """The inverse of ``iso``."""
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    """The inverse of ``iso``: exactly that form, nothing ``fromisoformat`` also accepts."""
+    if len(text) == 27 and text[10] == "T" and text[19] == "." and text[26] == "Z":
+        try:
+            return datetime.fromisoformat(text[:26]).replace(tzinfo=UTC)
+        except ValueError:
+            pass
+    return datetime.strptime(text, _FORMAT).replace(tzinfo=UTC)  # the reference's own error
 
 
 def later(moment: datetime, seconds: float) -> datetime:

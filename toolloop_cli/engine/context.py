@@ -23,7 +23,7 @@ from .clock import SystemClock, iso
 from .machine import check_call_transition, check_op_transition
 from .ports import Clock, ModelAdapter, StorePort, Toolbox, Transport
 from .records import CallRecord, OperationRecord
-from .states import ApprovalStatus, CallState, OpState
+from .states import ApprovalStatus, CallState, OpState, is_terminal
 from .types import Usage
 
 
@@ -69,8 +69,13 @@ def transition(
     reason: str | None = None,
     **changes: object,
 ) -> OperationRecord:
-    """Move ``op`` to ``target`` (inside the caller's transaction); refuses illegal moves."""
+    """Move ``op`` to ``target`` (inside the caller's transaction); refuses illegal moves.
+
+    A pause for a person and an end are barriers: on disk before anyone is told.
+    """
     check_op_transition(op.state, target)
+    if target is OpState.WAITING_APPROVAL or is_terminal(target):
+        deps.store.barrier()
     now = deps.now_iso()
     update: dict[str, object] = {"state": target, "updated_at": now, **changes}
     if reason is not None:

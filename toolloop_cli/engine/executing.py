@@ -21,39 +21,45 @@ from .types import CallContext, ToolExecution
 C = CallState
 
 
-def execute(deps: Deps, op: OperationRecord) -> OperationRecord:
-    """Run every approved call of the turn; each intent and each result in its own commit."""
-    _refuse_drift(deps, op)
-    for call in turn_calls(deps, op):
+def execute(
+    deps: Deps, op: OperationRecord, calls: list[CallRecord] | None = None
+) -> tuple[OperationRecord, list[CallRecord] | None]:
+    """Run every approved call of the turn; each intent and each result in its own commit.
+
+    ``calls`` are the turn's calls if the caller has them; the calls as they end are returned.
+    """
+    current = {c.seq: c for c in (calls if calls is not None else turn_calls(deps, op))}
+    _refuse_drift(deps, list(current.values()))
+    for call in list(current.values()):
         if call.state is C.EXECUTING:  # left running by a crash: reconcile before anything new
-            op = _recover_call(deps, op, call)
-    approved = [c for c in turn_calls(deps, op) if c.state is C.APPROVED]
+            current[call.seq] = _recover_call(deps, op, call)
+    approved = [c for c in current.values() if c.state is C.APPROVED]
     for batch in parallel.batches(approved, lambda c: _is_sequential(deps, c)):
         late = guards.past_deadline(op, deps.clock.now())
         if late is not None:
             with deps.store.transaction():
-                return stop(deps, op, OpState.BUDGET_EXHAUSTED, late)
-        op = _run_batch(deps, op, batch)
+                return stop(deps, op, OpState.BUDGET_EXHAUSTED, late), None
+        op, ran = _run_batch(deps, op, batch)
+        current.update((c.seq, c) for c in ran)
+    after = sorted(current.values(), key=lambda c: c.seq)
     with deps.store.transaction():
-        op = deps.store.get_operation(op.operation_id)
-        calls = turn_calls(deps, op)
-        unknown = [c.call_id for c in calls if c.state is C.UNKNOWN_OUTCOME]
+        unknown = [c.call_id for c in after if c.state is C.UNKNOWN_OUTCOME]
         if unknown:
             reason = (
                 "outcome unknown for call(s) " + ", ".join(unknown) + ": the side effect may have "
                 "happened and the downstream could not confirm it; check it, then resume with "
                 "--force-continue"
             )
-            return transition(deps, op, OpState.ESCALATED, reason)
-        escalations = [_escalation(c) for c in calls if _escalation(c)]
+            return transition(deps, op, OpState.ESCALATED, reason), after
+        escalations = [_escalation(c) for c in after if _escalation(c)]
         if escalations:
-            return transition(deps, op, OpState.ESCALATED, "; ".join(escalations))
-        return transition(deps, op, OpState.RESULTS_READY)
+            return transition(deps, op, OpState.ESCALATED, "; ".join(escalations)), after
+        return transition(deps, op, OpState.RESULTS_READY), after
 
 
-def _refuse_drift(deps: Deps, op: OperationRecord) -> None:
+def _refuse_drift(deps: Deps, calls: list[CallRecord]) -> None:
     """A call allowed under one tool definition never runs (or reconciles) under another."""
-    for call in turn_calls(deps, op):
+    for call in calls:
         if call.state not in (C.APPROVED, C.EXECUTING):
             continue
         tool = deps.toolbox.lookup(call.name)
@@ -79,9 +85,17 @@ def _escalation(call: CallRecord) -> str:
     return ""
 
 
-def _run_batch(deps: Deps, op: OperationRecord, batch: list[CallRecord]) -> OperationRecord:
-    """Commit the batch's intents, run the handlers concurrently, commit each result."""
+def _run_batch(
+    deps: Deps, op: OperationRecord, batch: list[CallRecord]
+) -> tuple[OperationRecord, list[CallRecord]]:
+    """Commit the batch's intents, run the handlers concurrently, commit each result.
+
+    The intents of side effects are a barrier: after a power loss, an effect that happened
+    always has its intent (and so its key) in the store.
+    """
     with deps.store.transaction():
+        if any(_side_effecting(deps, c) for c in batch):
+            deps.store.barrier()
         by_tool = dict(op.counters.tool_calls_by_tool)
         started: list[CallRecord] = []
         for call in batch:
@@ -101,12 +115,13 @@ def _run_batch(deps: Deps, op: OperationRecord, batch: list[CallRecord]) -> Oper
         assert call.arguments is not None
         return deps.toolbox.execute(call.name, call.arguments, _context(deps, op, call))
 
+    ended: list[CallRecord] = []
     for call, execution in parallel.run_all(started, work, op.guards.max_parallel):
         deps.failpoint("after_effect_before_result_commit")
         with deps.store.transaction():
-            _record_execution(deps, op, call, execution)
+            ended.append(_record_execution(deps, op, call, execution))
         deps.failpoint("after_result_commit")
-    return op
+    return op, ended
 
 
 def _context(deps: Deps, op: OperationRecord, call: CallRecord) -> CallContext:
@@ -122,7 +137,7 @@ def _context(deps: Deps, op: OperationRecord, call: CallRecord) -> CallContext:
     )
 
 
-def _recover_call(deps: Deps, op: OperationRecord, call: CallRecord) -> OperationRecord:
+def _recover_call(deps: Deps, op: OperationRecord, call: CallRecord) -> CallRecord:
     """A call left EXECUTING by a crash: reconcile a side effect, re-run a read."""
     tool = deps.toolbox.lookup(call.name)
     assert call.arguments is not None
@@ -130,12 +145,12 @@ def _recover_call(deps: Deps, op: OperationRecord, call: CallRecord) -> Operatio
         reconciled = deps.toolbox.reconcile(call.name, call.arguments, _context(deps, op, call))
         if reconciled is not None:
             with deps.store.transaction():
-                _record_reconciled(deps, op, call, reconciled)
+                call = _record_reconciled(deps, op, call, reconciled)
             deps.failpoint("after_recover_commit")
-            return op
+            return call
         if not tool.has_reconcile:
             with deps.store.transaction():
-                call_to(
+                call = call_to(
                     deps,
                     call,
                     C.UNKNOWN_OUTCOME,
@@ -143,22 +158,24 @@ def _recover_call(deps: Deps, op: OperationRecord, call: CallRecord) -> Operatio
                     protected_audit={"interrupted": True},
                 )
             deps.failpoint("after_recover_commit")
-            return op
+            return call
     with deps.store.transaction():
+        if tool is not None and tool.side_effecting:
+            deps.store.barrier()
         call = call_to(deps, call, C.EXECUTING, "re-run: the downstream has no record of the key")
     deps.failpoint("after_intent_commit")
     assert call.arguments is not None
     execution = deps.toolbox.execute(call.name, call.arguments, _context(deps, op, call))
     deps.failpoint("after_effect_before_result_commit")
     with deps.store.transaction():
-        _record_execution(deps, op, call, execution)
+        call = _record_execution(deps, op, call, execution)
     deps.failpoint("after_result_commit")
-    return op
+    return call
 
 
 def _record_execution(
     deps: Deps, op: OperationRecord, call: CallRecord, execution: ToolExecution
-) -> None:
+) -> CallRecord:
     audit: dict[str, object] = {
         "status": execution.status,
         "error": execution.error,
@@ -168,7 +185,7 @@ def _record_execution(
     done = deps.now_iso()
     match execution.status:
         case "ok":
-            call_to(
+            return call_to(
                 deps,
                 call,
                 C.SUCCEEDED,
@@ -179,7 +196,7 @@ def _record_execution(
             )
         case "tool_error":
             result = envelopes.error("tool_error", execution.error or "the tool reported an error")
-            call_to(
+            return call_to(
                 deps,
                 call,
                 C.FAILED,
@@ -189,10 +206,10 @@ def _record_execution(
                 finished_at=done,
             )
         case "timed_out":
-            _record_timeout(deps, op, call, execution, audit, done)
+            return _record_timeout(deps, op, call, execution, audit, done)
         case "result_too_large" | "invalid_result":
             result = envelopes.error(execution.status, execution.error or execution.status)
-            call_to(
+            return call_to(
                 deps,
                 call,
                 C.FAILED,
@@ -204,7 +221,7 @@ def _record_execution(
         case "escalate":
             why = execution.error or "the tool asked for a person"
             result = envelopes.error("escalated", f"the call was stopped for a person: {why}")
-            call_to(
+            return call_to(
                 deps,
                 call,
                 C.FAILED,
@@ -215,10 +232,12 @@ def _record_execution(
             )
         case "failed" if _side_effecting(deps, call):
             # raised mid-flight (a dropped connection…): the effect may or may not have happened
-            _settle_unknown(deps, op, call, audit, "side effect interrupted", known_finished=True)
+            return _settle_unknown(
+                deps, op, call, audit, "side effect interrupted", known_finished=True
+            )
         case _:
             result = envelopes.error("tool_failed", "the tool failed; the operator has the details")
-            call_to(
+            return call_to(
                 deps,
                 call,
                 C.FAILED,
@@ -236,10 +255,10 @@ def _record_timeout(
     execution: ToolExecution,
     audit: dict[str, object],
     done: str,
-) -> None:
+) -> CallRecord:
     if not _side_effecting(deps, call):
         result = envelopes.error("timeout", execution.error or "the tool timed out")
-        call_to(
+        return call_to(
             deps,
             call,
             C.TIMED_OUT,
@@ -248,9 +267,8 @@ def _record_timeout(
             protected_audit=audit,
             finished_at=done,
         )
-        return
     # the abandoned handler may still apply the effect: "no record yet" proves nothing
-    _settle_unknown(deps, op, call, audit, "side effect timed out", known_finished=False)
+    return _settle_unknown(deps, op, call, audit, "side effect timed out", known_finished=False)
 
 
 def _unchanged(deps: Deps, call: CallRecord) -> bool:
@@ -272,7 +290,7 @@ def _settle_unknown(
     why: str,
     *,
     known_finished: bool,
-) -> None:
+) -> CallRecord:
     """A side effect whose handler did not answer: ask the downstream by the call's key.
 
     Confirmed: RECONCILED with the downstream's saved result. No record of the key, and the
@@ -283,8 +301,7 @@ def _settle_unknown(
     assert call.arguments is not None
     reconciled = deps.toolbox.reconcile(call.name, call.arguments, _context(deps, op, call))
     if reconciled is not None and reconciled.status == "ok":
-        _record_reconciled(deps, op, call, reconciled)
-        return
+        return _record_reconciled(deps, op, call, reconciled)
     tool = deps.toolbox.lookup(call.name)
     answer: object = "no record of the key"
     if reconciled is not None:
@@ -295,7 +312,7 @@ def _settle_unknown(
         result = envelopes.error(
             "tool_failed", "the tool failed and the downstream has no record of the request"
         )
-        call_to(
+        return call_to(
             deps,
             call,
             C.FAILED,
@@ -304,17 +321,16 @@ def _settle_unknown(
             protected_audit={**audit, "reconcile": answer},
             finished_at=deps.now_iso(),
         )
-        return
     detail = {**audit, "reconcile": answer}
-    call_to(deps, call, C.UNKNOWN_OUTCOME, why, protected_audit=detail)
+    return call_to(deps, call, C.UNKNOWN_OUTCOME, why, protected_audit=detail)
 
 
 def _record_reconciled(
     deps: Deps, op: OperationRecord, call: CallRecord, reconciled: ToolExecution
-) -> None:
+) -> CallRecord:
     audit = {"reconciled": True, "status": reconciled.status, "error": reconciled.error}
     if reconciled.status == "ok":
-        call_to(
+        return call_to(
             deps,
             call,
             C.RECONCILED,
@@ -323,8 +339,9 @@ def _record_reconciled(
             protected_audit=audit,
             finished_at=deps.now_iso(),
         )
-    elif call.state is C.EXECUTING:
-        call_to(deps, call, C.UNKNOWN_OUTCOME, "reconcile failed", protected_audit=audit)
+    if call.state is C.EXECUTING:
+        return call_to(deps, call, C.UNKNOWN_OUTCOME, "reconcile failed", protected_audit=audit)
+    return call
 
 
 # -- operator decisions -------------------------------------------------------------------------
@@ -346,6 +363,7 @@ def force_continue(deps: Deps, op: OperationRecord, decided_by: str) -> Operatio
         if call.state is C.UNKNOWN_OUTCOME and call.arguments is not None and _unchanged(deps, call)
     }
     with deps.store.transaction():
+        deps.store.barrier()  # an operator's decision
         calls = turn_calls(deps, op) if op.current_turn is not None else []
         for call in calls:
             answer = answers.get(call.call_id)

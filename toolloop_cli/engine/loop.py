@@ -8,6 +8,7 @@ transaction as the rows that justify it. A process killed at any line resumes fr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from toolloop_cli.errors import (
@@ -18,7 +19,7 @@ from toolloop_cli.errors import (
 from . import approving, executing, guards, sending, validating
 from .context import Deps, stop
 from .model_turn import request_model
-from .records import OperationRecord
+from .records import CallRecord, OperationRecord
 from .states import OpState, is_terminal
 
 #: the steps that run a turn's tools or send its results back
@@ -27,21 +28,32 @@ _BEFORE_TOOLS = frozenset({OpState.EXECUTING, OpState.RESULTS_READY})
 
 @dataclass(frozen=True)
 class StepResult:
-    """What one step did: ``source -> target``; ``waiting`` says why nothing could change."""
+    """What one step did: ``source -> target``; ``waiting`` says why nothing could change.
+
+    ``calls`` are the current turn's calls as the step left them (None when it did not read
+    them): the next step starts from them instead of reading them again.
+    """
 
     source: OpState
     target: OpState
     operation: OperationRecord
     waiting: str | None = None
+    calls: list[CallRecord] | None = None
 
 
 def step(deps: Deps, operation_id: str) -> StepResult:
     """Make exactly one transition of the operation (or report why none can happen yet)."""
-    op = deps.store.get_operation(operation_id)
+    return advance(deps, deps.store.get_operation(operation_id))
+
+
+def advance(deps: Deps, op: OperationRecord, calls: list[CallRecord] | None = None) -> StepResult:
+    """``step`` from records already in hand: ``op`` as last read or written, and its turn's
+    ``calls`` (None: read them). A stale record is refused by the store's compare-and-set."""
     source = op.state
     if is_terminal(source):
         raise OperationTerminal(
-            f"operation {operation_id} is {source.value} (terminal): nothing to do, nothing was run"
+            f"operation {op.operation_id} is {source.value} (terminal): nothing to do, "
+            "nothing was run"
         )
     late = guards.past_deadline(op, deps.clock.now())
     if source is not OpState.MODEL_REQUESTED and late is not None:
@@ -56,57 +68,82 @@ def step(deps: Deps, operation_id: str) -> StepResult:
         deps.failpoint("after_step_commit")
         deps.on_event("transition", {"source": source.value, "target": op.state.value})
         return StepResult(source, op.state, op)
+    waiting: str | None = None
     match source:
         case OpState.MODEL_REQUESTED:
-            op = request_model(deps, op)
+            op, calls = request_model(deps, op)
         case OpState.VALIDATING:
-            op = validating.validate(deps, op)
+            op, calls = validating.validate(deps, op, calls)
         case OpState.WAITING_APPROVAL:
-            op, waiting = approving.collect_decisions(deps, op)
-            if waiting:
-                deps.failpoint("after_step_commit")
-                return StepResult(source, op.state, op, waiting=waiting)
+            op, calls, waiting = approving.collect_decisions(deps, op, calls)
         case OpState.EXECUTING:
-            op = executing.execute(deps, op)
+            op, calls = executing.execute(deps, op, calls)
         case OpState.RESULTS_READY:
-            op = sending.send_back(deps, op)
+            op, calls = sending.send_back(deps, op, calls)
         case _:  # pragma: no cover - terminal states are handled above
-            raise OperationTerminal(f"operation {operation_id} is {source.value}")
+            raise OperationTerminal(f"operation {op.operation_id} is {source.value}")
     # every step function returns right after its last commit: this is the boundary after it
     deps.failpoint("after_step_commit")
+    if waiting:
+        return StepResult(source, op.state, op, waiting=waiting, calls=calls)
     deps.on_event("transition", {"source": source.value, "target": op.state.value})
-    return StepResult(source, op.state, op)
+    return StepResult(source, op.state, op, calls=calls)
 
 
-def run(deps: Deps, operation_id: str, max_steps: int = 1_000_000) -> StepResult:
-    """Step until the operation is terminal or waits for a human; return the last step."""
+#: called after each step ``run`` makes (the service renews its lease there)
+AfterStep = Callable[[StepResult], None]
+
+
+def run(
+    deps: Deps,
+    operation_id: str,
+    max_steps: int = 1_000_000,
+    after_step: AfterStep | None = None,
+    op: OperationRecord | None = None,
+) -> StepResult:
+    """Step until the operation is terminal or waits for a human; return the last step.
+
+    The operation is read once (or ``op`` is that read); each step hands its records on.
+    """
+    if op is None:
+        op = deps.store.get_operation(operation_id)
+    calls: list[CallRecord] | None = None
     for _ in range(max_steps):
-        last = step(deps, operation_id)
+        last = advance(deps, op, calls)
+        if after_step is not None:
+            after_step(last)
         if is_terminal(last.target) or last.waiting:
             return last
+        op, calls = last.operation, last.calls
     raise ToolloopError(f"operation {operation_id} did not settle in {max_steps} steps")
 
 
 def resume(
-    deps: Deps, operation_id: str, force_continue: bool = False, decided_by: str | None = None
+    deps: Deps,
+    operation_id: str,
+    force_continue: bool = False,
+    decided_by: str | None = None,
+    after_step: AfterStep | None = None,
+    op: OperationRecord | None = None,
 ) -> StepResult:
     """Continue a paused or interrupted operation; ESCALATED needs ``force_continue``.
 
     ``decided_by`` names the operator whose explicit decision a forced continue is; it is
     written into the transition log.
     """
-    op = deps.store.get_operation(operation_id)
+    if op is None:
+        op = deps.store.get_operation(operation_id)
     if op.state is OpState.ESCALATED:
         if not force_continue:
             raise OperationTerminal(
                 f"operation {operation_id} is ESCALATED ({op.reason}); nothing was run. "
                 "An operator may continue it with --force-continue"
             )
-        executing.force_continue(deps, op, decided_by or "an operator")
+        op = executing.force_continue(deps, op, decided_by or "an operator")
         deps.failpoint("after_force_continue_commit")
     elif is_terminal(op.state):
         raise OperationTerminal(
             f"operation {operation_id} is already {op.state.value}: nothing to resume, "
             "nothing was run"
         )
-    return run(deps, operation_id)
+    return run(deps, operation_id, after_step=after_step, op=op)

@@ -35,12 +35,17 @@ BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 30.0
 
 
-def request_model(deps: Deps, op: OperationRecord) -> OperationRecord:
-    """Send the conversation to the model and persist its classified answer."""
+def request_model(
+    deps: Deps, op: OperationRecord
+) -> tuple[OperationRecord, list[CallRecord] | None]:
+    """Send the conversation to the model and persist its classified answer.
+
+    Returns the operation and the calls the answer proposed (None when it proposed none).
+    """
     guard = _budget_tripped(deps, op)
     if guard is not None:
         with deps.store.transaction():
-            return stop(deps, op, OpState.BUDGET_EXHAUSTED, guard)
+            return stop(deps, op, OpState.BUDGET_EXHAUSTED, guard), None
     settings = ModelSettings(**op.settings)
     conversation = deps.store.conversation(op.operation_id)
     tools = deps.toolbox.specs()  # stored with the turn as sent, whatever the toolbox says later
@@ -78,6 +83,7 @@ def request_model(deps: Deps, op: OperationRecord) -> OperationRecord:
         record = record.model_copy(
             update={"outcome": turn.outcome, "detail": duplicate, "error": turn.error}
         )
+    calls: list[CallRecord] | None = None
     with deps.store.transaction():
         deps.store.insert_turn(record, len(conversation), body, tools=tools)
         op = _count(deps, op, turn)
@@ -86,11 +92,11 @@ def request_model(deps: Deps, op: OperationRecord) -> OperationRecord:
             late = guards.past_deadline(op, parse_iso(op.deadline_at))
             op = stop(deps, op, OpState.BUDGET_EXHAUSTED, f"{late}; {_CUT}")
         else:
-            op = _apply_outcome(deps, op, turn, idx)
+            op, calls = _apply_outcome(deps, op, turn, idx)
     deps.failpoint("after_turn_commit")
     if op.state is OpState.MODEL_REQUESTED:
         _backoff(deps, op, turn)
-    return op
+    return op, calls
 
 
 def _exchange(deps: Deps, request: HttpRequest) -> tuple[ModelTurn, bytes]:
@@ -166,45 +172,51 @@ def _total(usage: Usage) -> int:
     return usage.total_tokens or usage.input_tokens + usage.output_tokens
 
 
-def _apply_outcome(deps: Deps, op: OperationRecord, turn: ModelTurn, idx: int) -> OperationRecord:
+def _apply_outcome(
+    deps: Deps, op: OperationRecord, turn: ModelTurn, idx: int
+) -> tuple[OperationRecord, list[CallRecord] | None]:
     """Persist what the answer means (inside the turn's transaction)."""
     match turn.outcome:
         case TurnOutcome.FINAL_TEXT:
             deps.store.append_items(op.operation_id, turn.output_items)
-            return transition(
+            final = transition(
                 deps, op, OpState.COMPLETED, turn.finish_reason, final_text=turn.text or ""
             )
+            return final, None
         case TurnOutcome.REFUSAL:
-            return transition(deps, op, OpState.REFUSED, turn.detail or turn.text or "refused")
+            why = turn.detail or turn.text or "refused"
+            return transition(deps, op, OpState.REFUSED, why), None
         case TurnOutcome.TRUNCATED:
             reason = turn.detail or f"truncated ({turn.finish_reason})"
-            return transition(deps, op, OpState.INCOMPLETE, reason)
+            return transition(deps, op, OpState.INCOMPLETE, reason), None
         case TurnOutcome.API_FAILURE:
-            return _after_failure(deps, op, turn)
+            return _after_failure(deps, op, turn), None
         case TurnOutcome.TOOL_PROPOSALS:
             response_id = turn.response_id or f"turn-{idx}"
             ids = [_call_id(turn, proposed, idx) for proposed in turn.calls]
             repeated = _recorded_again(deps, op, response_id, ids)
             if repeated is not None:  # not a new answer: nothing of it is kept or run
-                return transition(deps, op, OpState.FAILED, repeated)
+                return transition(deps, op, OpState.FAILED, repeated), None
             deps.store.append_items(op.operation_id, turn.output_items)
-            for seq, proposed in enumerate(turn.calls):
-                deps.store.insert_call(
-                    CallRecord(
-                        operation_id=op.operation_id,
-                        turn_idx=idx,
-                        seq=seq,
-                        response_id=response_id,
-                        call_id=ids[seq],
-                        name=proposed.name,
-                        raw_arguments=proposed.raw_arguments,
-                        arguments=proposed.arguments,
-                        argument_error=proposed.argument_error,
-                        state=CallState.PROPOSED,
-                    )
+            calls = [
+                CallRecord(
+                    operation_id=op.operation_id,
+                    turn_idx=idx,
+                    seq=seq,
+                    response_id=response_id,
+                    call_id=ids[seq],
+                    name=proposed.name,
+                    raw_arguments=proposed.raw_arguments,
+                    arguments=proposed.arguments,
+                    argument_error=proposed.argument_error,
+                    state=CallState.PROPOSED,
                 )
+                for seq, proposed in enumerate(turn.calls)
+            ]
+            for call in calls:
+                deps.store.insert_call(call)
             reason = f"{len(turn.calls)} call(s) proposed"
-            return transition(deps, op, OpState.VALIDATING, reason, current_turn=idx)
+            return transition(deps, op, OpState.VALIDATING, reason, current_turn=idx), calls
 
 
 def _call_id(turn: ModelTurn, proposed: ProposedCall, idx: int) -> str:
@@ -227,13 +239,12 @@ def _recorded_again(
     would fail, and leaving the operation in MODEL_REQUESTED would re-send the request on
     every resume. It is answered like a response proposing one call id twice: FAILED.
     """
-    for call_id in ids:
-        earlier = deps.store.get_call(op.operation_id, response_id, call_id)
-        if earlier is not None:
-            return (
-                f"malformed payload: the answer repeats call {call_id!r} of response "
-                f"{response_id!r}, already recorded in turn {earlier.turn_idx}; no call was run"
-            )
+    for earlier in deps.store.calls_of_response(op.operation_id, response_id, ids):
+        call_id = earlier.call_id
+        return (
+            f"malformed payload: the answer repeats call {call_id!r} of response "
+            f"{response_id!r}, already recorded in turn {earlier.turn_idx}; no call was run"
+        )
     return None
 
 

@@ -160,6 +160,10 @@ class StorePort(Protocol):
 
     def transaction(self) -> AbstractContextManager[None]: ...
 
+    def barrier(self) -> None:
+        """Make the open transaction durable through a power loss once it commits (fsync)."""
+        ...
+
     def get_operation(self, operation_id: str, tenant: str | None = None) -> OperationRecord: ...
 
     def insert_operation(self, op: OperationRecord) -> None: ...
@@ -206,6 +210,18 @@ class StorePort(Protocol):
         self, operation_id: str, name: str, arguments_sha256: str
     ) -> list[CallRecord]: ...
 
+    def calls_of_response(
+        self, operation_id: str, response_id: str, call_ids: Sequence[str]
+    ) -> list[CallRecord]: ...
+
+    def earlier_calls(
+        self,
+        operation_id: str,
+        before_turn: int,
+        intents: Sequence[tuple[str, str]],
+        keys: Sequence[str] = (),
+    ) -> list[CallRecord]: ...
+
     def insert_approval(self, apr: ApprovalRecord, policy: JSONObject | None = None) -> None: ...
 
     def get_approval(self, approval_id: str, tenant: str | None = None) -> ApprovalRecord: ...
@@ -219,6 +235,8 @@ class StorePort(Protocol):
         reason: str | None,
     ) -> None: ...
 
-    def audited_binding(self, operation_id: str, response_id: str, call_id: str) -> str | None:
-        """The call binding the audit log last recorded for a call (None when it has none)."""
+    def audited_bindings(
+        self, operation_id: str, calls: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str | None]:
+        """The binding the audit log last recorded for each (response id, call id) given."""
         ...

@@ -17,7 +17,9 @@ from .states import CALL_HAS_RESULT, OpState
 from .types import ResultForModel
 
 
-def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
+def send_back(
+    deps: Deps, op: OperationRecord, calls: list[CallRecord] | None = None
+) -> tuple[OperationRecord, None]:
     """Re-bind the turn's results to their calls, then queue the next model request.
 
     The results are a table keyed by (response_id, call_id) that must match the turn's calls
@@ -26,24 +28,28 @@ def send_back(deps: Deps, op: OperationRecord) -> OperationRecord:
     log. Any failure stops the operation ESCALATED before a request is sent: an integrity
     failure needs a person, not a retry (docs/audit.md).
     """
+    del calls  # never the records in hand: what is sent is what the store holds
     calls = turn_calls(deps, op)
     results = results_for_model(calls, lambda name: _provider_type(deps, name))
     problems = check_result_set(op_binding(op), [call_binding_inputs(c) for c in calls], results)
+    bound = [c for c in calls if c.call_binding_sha256 is not None]
+    audited = deps.store.audited_bindings(
+        op.operation_id, [(c.response_id, c.call_id) for c in bound]
+    )
     problems += [
         f"the audit log holds another binding for call {c.call_id}"
-        for c in calls
-        if c.call_binding_sha256 is not None
-        and deps.store.audited_binding(c.operation_id, c.response_id, c.call_id)
-        != c.call_binding_sha256
+        for c in bound
+        if audited.get((c.response_id, c.call_id)) != c.call_binding_sha256
     ]
     if problems:
         with deps.store.transaction():
             reason = "results not sent: integrity check failed: " + "; ".join(problems)
-            return transition(deps, op, OpState.ESCALATED, reason)
+            return transition(deps, op, OpState.ESCALATED, reason), None
     items = deps.adapter.result_items(results)
     with deps.store.transaction():
         deps.store.append_items(op.operation_id, items)
-        return transition(deps, op, OpState.MODEL_REQUESTED, f"{len(calls)} result(s) sent back")
+        sent = f"{len(calls)} result(s) sent back"
+        return transition(deps, op, OpState.MODEL_REQUESTED, sent), None
 
 
 def results_for_model(

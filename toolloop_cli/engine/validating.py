@@ -7,6 +7,8 @@ call that cannot run is answered with an error envelope the model can act on, ne
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from toolloop_cli.audit.canonical import CanonicalJSONError
 from toolloop_cli.strict_json import parse_arguments, utf8_size
 
@@ -21,19 +23,32 @@ from .types import ToolInfo
 C = CallState
 
 
-def validate(deps: Deps, op: OperationRecord) -> OperationRecord:
-    """Check every proposal against the registry; decide run, wait, or answer with an error."""
+def validate(
+    deps: Deps, op: OperationRecord, calls: list[CallRecord] | None = None
+) -> tuple[OperationRecord, list[CallRecord] | None]:
+    """Check every proposal against the registry; decide run, wait, or answer with an error.
+
+    ``calls`` are the turn's calls if the caller has them (else they are read). The earlier
+    calls a turn is compared with (same key or intent) are read in one statement.
+    """
     with deps.store.transaction():
+        current = {c.seq: c for c in (calls if calls is not None else turn_calls(deps, op))}
+        proposed = [_prepare(deps, op, c) for c in current.values() if c.state is C.PROPOSED]
+        earlier = deps.store.earlier_calls(
+            op.operation_id,
+            op.current_turn if op.current_turn is not None else 0,
+            [(p.call.name, p.digest) for p in proposed if p.digest is not None],
+            [p.key for p in proposed if p.key is not None],
+        )
         valid: list[tuple[CallRecord, ToolInfo]] = []
-        for call in turn_calls(deps, op):
-            if call.state is not C.PROPOSED:
-                continue
-            checked = _check_call(deps, op, call)
-            if checked is not None:
-                valid.append(checked)
-        stuck = _no_progress(deps, op, valid)
+        for prepared in proposed:
+            checked = _check_call(deps, prepared)
+            current[checked.seq] = checked
+            if checked.state is C.PROPOSED and prepared.tool is not None:
+                valid.append((checked, prepared.tool))
+        stuck = _no_progress(op, valid, earlier)
         if stuck is not None:
-            return stop(deps, op, OpState.NO_PROGRESS, stuck)
+            return stop(deps, op, OpState.NO_PROGRESS, stuck), None
         if valid:
             signature = guards.turn_signature([_intent(c) for c, _ in valid])
             recent = guards.remember_turn(op.counters.recent_turns, signature)
@@ -43,42 +58,66 @@ def validate(deps: Deps, op: OperationRecord) -> OperationRecord:
             )
         allowed: dict[str, int] = {}
         for call, tool in valid:
-            if _reuse_done_intent(deps, op, call, tool):
+            reused = _reuse_done_intent(deps, call, tool, earlier)
+            if reused is not None:
+                current[call.seq] = reused
                 continue
             tripped = guards.tool_call_budget(op.guards, op.counters, tool.name, allowed)
             if tripped is not None:
-                return stop(deps, op, OpState.BUDGET_EXHAUSTED, tripped)
+                return stop(deps, op, OpState.BUDGET_EXHAUSTED, tripped), None
             allowed[tool.name] = allowed.get(tool.name, 0) + 1
             if tool.needs_approval:
-                _request_approval(deps, op, call, tool)
+                current[call.seq] = _request_approval(deps, op, call, tool)
             else:
-                call_to(deps, call, C.APPROVED, "allowed by policy (approval: never)")
-        states = {c.state for c in turn_calls(deps, op)}
+                current[call.seq] = call_to(
+                    deps, call, C.APPROVED, "allowed by policy (approval: never)"
+                )
+        after = sorted(current.values(), key=lambda c: c.seq)
+        states = {c.state for c in after}
         if C.WAITING_APPROVAL in states:
-            return transition(deps, op, OpState.WAITING_APPROVAL, "waiting for approval")
+            target, why = OpState.WAITING_APPROVAL, "waiting for approval"
+            return transition(deps, op, target, why), after
         if C.APPROVED in states:
-            return transition(deps, op, OpState.EXECUTING)
-        return transition(deps, op, OpState.RESULTS_READY, "no call to run")
+            return transition(deps, op, OpState.EXECUTING), after
+        return transition(deps, op, OpState.RESULTS_READY, "no call to run"), after
 
 
-def _check_call(
-    deps: Deps, op: OperationRecord, call: CallRecord
-) -> tuple[CallRecord, ToolInfo] | None:
-    """INVALID with an error envelope, or the call bound to its key, digest and tool revision."""
+@dataclass(frozen=True)
+class _Prepared:
+    """A proposal checked against the registry without the store: its tool, its parsed
+    arguments, why it cannot run (an error envelope) or its key and argument digest."""
+
+    call: CallRecord
+    tool: ToolInfo | None
+    problem: dict[str, object] | None
+    key: str | None = None
+    digest: str | None = None
+
+
+def _prepare(deps: Deps, op: OperationRecord, call: CallRecord) -> _Prepared:
     tool = deps.toolbox.lookup(call.name)
     if tool is None:
-        result = envelopes.unknown_tool(call.name)
-        call_to(deps, call, C.INVALID, "unknown tool", model_result=result)
-        return None
+        return _Prepared(call, None, envelopes.unknown_tool(call.name))
     call, problem = _argument_problem(deps, tool, call)
     if problem is not None:
-        call_to(deps, call, C.INVALID, "invalid arguments", model_result=problem)
-        return None
+        return _Prepared(call, tool, problem)
     assert call.arguments is not None
     key = idempotency_key(
         op.operation_id, tool.name, tool.schema_version, call.arguments, tool.key_fields
     )
-    return _bind(deps, call, tool, key), tool
+    return _Prepared(call, tool, None, key, arguments_digest(call.arguments))
+
+
+def _check_call(deps: Deps, prepared: _Prepared) -> CallRecord:
+    """INVALID with an error envelope, or the call bound to its key, digest and tool revision."""
+    call = prepared.call
+    if prepared.tool is None:
+        return call_to(deps, call, C.INVALID, "unknown tool", model_result=prepared.problem)
+    if prepared.problem is not None:
+        why = "invalid arguments"
+        return call_to(deps, call, C.INVALID, why, model_result=prepared.problem)
+    assert prepared.key is not None and prepared.digest is not None
+    return _bind(deps, call, prepared.tool, prepared.key, prepared.digest)
 
 
 def _intent(call: CallRecord) -> str:
@@ -86,22 +125,16 @@ def _intent(call: CallRecord) -> str:
 
 
 def _no_progress(
-    deps: Deps, op: OperationRecord, valid: list[tuple[CallRecord, ToolInfo]]
+    op: OperationRecord, valid: list[tuple[CallRecord, ToolInfo]], earlier: list[CallRecord]
 ) -> str | None:
     """Why the model is going round in circles, or None: repeats past the limit, A,B,A,B."""
     for call, _ in valid:
-        earlier = [
-            c
-            for c in deps.store.calls_with_intent(
-                op.operation_id, call.name, call.arguments_sha256 or ""
-            )
-            if c.turn_idx != call.turn_idx
-        ]
-        if guards.repeated_too_often(len(earlier), op.guards):
-            ids = ", ".join([c.call_id for c in earlier] + [call.call_id])
+        same = [c for c in earlier if _same_intent(c, call)]
+        if guards.repeated_too_often(len(same), op.guards):
+            ids = ", ".join([c.call_id for c in same] + [call.call_id])
             return (
                 f"no progress: {call.name} {call.raw_arguments} proposed "
-                f"{len(earlier) + 1} times with the same arguments (calls {ids}); "
+                f"{len(same) + 1} times with the same arguments (calls {ids}); "
                 f"limit no_progress_after={op.guards.no_progress_after}"
             )
     if valid:
@@ -113,6 +146,15 @@ def _no_progress(
                 f"this turn repeats {names} from two turns ago"
             )
     return None
+
+
+def _same_intent(earlier: CallRecord, call: CallRecord) -> bool:
+    """The same tool with the same canonical arguments, in another turn."""
+    return (
+        earlier.turn_idx != call.turn_idx
+        and earlier.name == call.name
+        and earlier.arguments_sha256 == call.arguments_sha256
+    )
 
 
 def _argument_problem(
@@ -141,20 +183,18 @@ def _argument_problem(
     return call, None
 
 
-def _bind(deps: Deps, call: CallRecord, tool: ToolInfo, key: str) -> CallRecord:
+def _bind(deps: Deps, call: CallRecord, tool: ToolInfo, key: str, digest: str) -> CallRecord:
     """Record the key, digest and tool revision on the call (state unchanged)."""
     new = call.model_copy(
-        update={
-            "idempotency_key": key,
-            "arguments_sha256": arguments_digest(call.arguments),
-            "tool_sha256": tool.sha256,
-        }
+        update={"idempotency_key": key, "arguments_sha256": digest, "tool_sha256": tool.sha256}
     )
     deps.store.save_call(new, call.state)
     return new
 
 
-def _reuse_done_intent(deps: Deps, op: OperationRecord, call: CallRecord, tool: ToolInfo) -> bool:
+def _reuse_done_intent(
+    deps: Deps, call: CallRecord, tool: ToolInfo, earlier: list[CallRecord]
+) -> CallRecord | None:
     """An intent already done, or perhaps done, is not done again: DUPLICATE.
 
     A side effect is matched by its idempotency key (``duplicate_of``), a read by its tool and
@@ -167,30 +207,23 @@ def _reuse_done_intent(deps: Deps, op: OperationRecord, call: CallRecord, tool: 
     attempt may have happened.
     """
     if not tool.side_effecting:
-        return _reuse_read(deps, op, call)
+        return _reuse_read(deps, call, earlier)
     if call.idempotency_key is None:
-        return False
-    earlier_calls = [
-        c
-        for c in deps.store.calls_with_key(op.operation_id, call.idempotency_key)
-        if (c.response_id, c.call_id) != (call.response_id, call.call_id)
-    ]
-    for earlier in earlier_calls:
-        if earlier.state in (C.SUCCEEDED, C.RECONCILED):
-            result = dict(earlier.model_result or {})
-            result["duplicate_of"] = earlier.call_id
-            call_to(
-                deps, call, C.DUPLICATE, f"same intent as {earlier.call_id}", model_result=result
-            )
-            return True
-    for earlier in earlier_calls:
-        if _outcome_unknown(earlier):
-            result = dict(earlier.model_result or envelopes.outcome_unknown(_UNKNOWN))
-            result["duplicate_of"] = earlier.call_id
-            why = f"same intent as {earlier.call_id}, whose outcome is unknown: not run again"
-            call_to(deps, call, C.DUPLICATE, why, model_result=result)
-            return True
-    return False
+        return None
+    same_key = [c for c in earlier if c.idempotency_key == call.idempotency_key]
+    for before in same_key:
+        if before.state in (C.SUCCEEDED, C.RECONCILED):
+            result = dict(before.model_result or {})
+            result["duplicate_of"] = before.call_id
+            why = f"same intent as {before.call_id}"
+            return call_to(deps, call, C.DUPLICATE, why, model_result=result)
+    for before in same_key:
+        if _outcome_unknown(before):
+            result = dict(before.model_result or envelopes.outcome_unknown(_UNKNOWN))
+            result["duplicate_of"] = before.call_id
+            why = f"same intent as {before.call_id}, whose outcome is unknown: not run again"
+            return call_to(deps, call, C.DUPLICATE, why, model_result=result)
+    return None
 
 
 _UNKNOWN = "the outcome of an earlier call with the same intent is unknown; it was not run again"
@@ -203,7 +236,9 @@ def _outcome_unknown(call: CallRecord) -> bool:
     return call.state is C.FAILED and envelopes.code(call.model_result) == envelopes.OUTCOME_UNKNOWN
 
 
-def _request_approval(deps: Deps, op: OperationRecord, call: CallRecord, tool: ToolInfo) -> None:
+def _request_approval(
+    deps: Deps, op: OperationRecord, call: CallRecord, tool: ToolInfo
+) -> CallRecord:
     now = deps.clock.now()
     approval = ApprovalRecord(
         approval_id=new_approval_id(),
@@ -222,19 +257,23 @@ def _request_approval(deps: Deps, op: OperationRecord, call: CallRecord, tool: T
         policy_sha256=deps.toolbox.policy_sha256,
     )
     deps.store.insert_approval(approval, deps.toolbox.policy_document)
-    call_to(deps, call, C.WAITING_APPROVAL, "approval: always", approval_id=approval.approval_id)
+    waiting = call_to(
+        deps, call, C.WAITING_APPROVAL, "approval: always", approval_id=approval.approval_id
+    )
     deps.on_event("approval", {"approval_id": approval.approval_id, "call_id": call.call_id})
+    return waiting
 
 
-def _reuse_read(deps: Deps, op: OperationRecord, call: CallRecord) -> bool:
-    """A read done before (another call: a later turn may reuse the id) is not done again."""
-    for earlier in deps.store.calls_with_intent(
-        op.operation_id, call.name, call.arguments_sha256 or ""
-    ):
-        other = (earlier.response_id, earlier.call_id) != (call.response_id, call.call_id)
-        if other and earlier.state is C.SUCCEEDED:
-            result = dict(earlier.model_result or {})
-            result["repeat_of"] = earlier.call_id
-            call_to(deps, call, C.DUPLICATE, f"repeat of {earlier.call_id}", model_result=result)
-            return True
-    return False
+def _reuse_read(deps: Deps, call: CallRecord, earlier: list[CallRecord]) -> CallRecord | None:
+    for before in earlier:
+        if (
+            before.name == call.name
+            and before.arguments_sha256 == call.arguments_sha256
+            and (before.response_id, before.call_id) != (call.response_id, call.call_id)
+            and before.state is C.SUCCEEDED
+        ):
+            result = dict(before.model_result or {})
+            result["repeat_of"] = before.call_id
+            why = f"repeat of {before.call_id}"
+            return call_to(deps, call, C.DUPLICATE, why, model_result=result)
+    return None

@@ -86,22 +86,18 @@ def start(
         store.append_items(op.operation_id, items)
     deps.failpoint("after_start_commit")
     with lease.held(store, op.operation_id) as held:
-        _renew_as_it_steps(deps, held)
-        result = loop.run(deps, op.operation_id)
+        result = loop.run(deps, op.operation_id, after_step=_renewing(held))
         flush_recording(deps)
     return result
 
 
-def _renew_as_it_steps(deps: Deps, held: lease.Lease) -> None:
+def _renewing(held: lease.Lease) -> loop.AfterStep:
     """Keep the operation's lease alive: renew it (when due) after each committed step."""
-    sink = deps.on_event
 
-    def on_event(kind: str, data: dict[str, object]) -> None:
-        if kind == "transition":
-            held.renew_if_due()
-        sink(kind, data)
+    def after_step(_: loop.StepResult) -> None:
+        held.renew_if_due()
 
-    deps.on_event = on_event
+    return after_step
 
 
 def _new_operation(
@@ -209,6 +205,18 @@ def open_operation(
 ) -> Deps:
     """The dependencies to step an existing operation, from what the store recorded."""
     op = store.get_operation(operation_id, tenant)
+    return _deps_of(store, op, clock=clock, on_event=on_event, transport=transport)
+
+
+def _deps_of(
+    store: Store,
+    op: OperationRecord,
+    *,
+    clock: Clock | None = None,
+    on_event: EventSink | None = None,
+    transport: Transport | None = None,
+) -> Deps:
+    """``open_operation`` from the operation record already read."""
     if op.transport == "replay":
         from toolloop_cli.replay.deps import replay_deps
 
@@ -220,9 +228,8 @@ def open_operation(
 def step(store: Store, operation_id: str, **kwargs: object) -> loop.StepResult:
     """Exactly one transition."""
     _refuse_terminal(store, operation_id, kwargs.get("tenant"))
-    with lease.held(store, operation_id) as held:
+    with lease.held(store, operation_id):
         deps = open_operation(store, operation_id, **kwargs)  # type: ignore[arg-type]
-        _renew_as_it_steps(deps, held)
         result = loop.step(deps, operation_id)
         flush_recording(deps)
     return result
@@ -241,15 +248,21 @@ def resume(
     Continuing an ESCALATED operation is an operator's decision: ``force_continue`` with
     ``decided_by`` naming a policy approver, recorded in the transition log.
     """
-    _refuse_terminal(store, operation_id, kwargs.get("tenant"), force_continue)
+    tenant = kwargs.pop("tenant", None)
+    _refuse_terminal(store, operation_id, tenant, force_continue)
     with lease.held(store, operation_id) as held:
-        deps = open_operation(store, operation_id, **kwargs)  # type: ignore[arg-type]
-        _renew_as_it_steps(deps, held)
-        op = store.get_operation(operation_id)
+        # read again under the lease: the one read the steps start from
+        op = store.get_operation(operation_id, tenant if isinstance(tenant, str) else None)
+        deps = _deps_of(store, op, **kwargs)  # type: ignore[arg-type]
         if force_continue and op.state is OpState.ESCALATED:
             _check_operator(op, decided_by)
         result = loop.resume(
-            deps, operation_id, force_continue=force_continue, decided_by=decided_by
+            deps,
+            operation_id,
+            force_continue=force_continue,
+            decided_by=decided_by,
+            after_step=_renewing(held),
+            op=op,
         )
         flush_recording(deps)
     return result

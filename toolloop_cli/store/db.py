@@ -11,6 +11,7 @@ from sqlite_utils import Database
 from toolloop_cli.errors import StoreError
 
 from . import migrations
+from .durability import Durability, durability_from
 from .repo import Store
 
 #: How long a writer waits for another writer's lock before giving up (ms).
@@ -19,15 +20,20 @@ BUSY_TIMEOUT_MS = 5000
 STORE_MODE = 0o600
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """A connection in autocommit mode (we issue BEGIN IMMEDIATE ourselves), WAL, FULL sync."""
+def connect(path: Path, durability: Durability = Durability.BARRIERS) -> sqlite3.Connection:
+    """A connection in autocommit mode (we issue BEGIN IMMEDIATE ourselves), WAL.
+
+    ``synchronous=NORMAL`` under barriers (the store fsyncs the WAL itself at each barrier),
+    ``FULL`` under full durability.
+    """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _create_private(path)
         conn = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
+        sync = "FULL" if durability is Durability.FULL else "NORMAL"
+        conn.execute(f"PRAGMA synchronous={sync}")
         conn.execute("PRAGMA foreign_keys=ON")
     except (sqlite3.Error, OSError) as exc:
         raise StoreError(f"cannot open store {path}: {exc}") from exc
@@ -60,14 +66,18 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def open_store(path: str | Path, *, read_only: bool = False) -> Store:
+def open_store(
+    path: str | Path, *, read_only: bool = False, durability: str | None = None
+) -> Store:
     """Open (creating and migrating if needed) the store at ``path``.
 
     ``read_only`` (for ``verify``) changes nothing: a missing file, or one whose schema needs
-    migrations, is a ``StoreError`` instead.
+    migrations, is a ``StoreError`` instead. ``durability``: see ``Durability`` (None: the
+    ``TOOLLOOP_DURABILITY`` variable, else barriers).
     """
     store_path = Path(path)
-    conn = connect_read_only(store_path) if read_only else connect(store_path)
+    chosen = durability_from(durability)
+    conn = connect_read_only(store_path) if read_only else connect(store_path, chosen)
     db = Database(conn)
     try:
         pending = migrations.migrations.pending(db)
@@ -92,4 +102,4 @@ def open_store(path: str | Path, *, read_only: bool = False) -> Store:
     except StoreError:
         conn.close()
         raise
-    return Store(db, store_path)
+    return Store(db, store_path, chosen)

@@ -280,6 +280,13 @@ def _drop_call_id_index(db: Database) -> None:
     db.execute("DROP INDEX IF EXISTS calls_id")
 
 
+@migrations(name="audit_log_by_operation")
+def _audit_log_by_operation(db: Database) -> None:
+    """A batch record covers a whole transaction of one operation (no call id): the engine
+    reads an operation's newest records first, which this index serves without a sort."""
+    db.execute("CREATE INDEX audit_log_op_seq ON audit_log(operation_id, seq)")
+
+
 def apply(db: Database) -> None:
     """Bring a store up to the current schema (each step in its own transaction)."""
     migrations.apply(db)

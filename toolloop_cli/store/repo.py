@@ -9,9 +9,10 @@ operation keeps an append-only list of item hashes, so no turn copies the histor
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex
-from toolloop_cli.audit.hashing import GENESIS, seal
+from toolloop_cli.audit.hashing import GENESIS
 from toolloop_cli.engine.records import (
     ApprovalRecord,
     CallRecord,
@@ -37,6 +38,8 @@ from toolloop_cli.engine.types import (
 )
 from toolloop_cli.errors import AlreadyDecided, OperationNotFound, StoreError, TamperedStore
 
+from .audit_writer import AuditWriter, bindings_in
+from .durability import Durability
 from .rows import (
     APR_COLUMNS,
     CALL_COLUMNS,
@@ -56,12 +59,18 @@ from .rows import (
 class Store:
     """The operations store. Not thread-safe: one Store per thread or process."""
 
-    def __init__(self, db: Database, path: Path) -> None:
+    def __init__(
+        self, db: Database, path: Path, durability: Durability = Durability.BARRIERS
+    ) -> None:
         self.db = db
         self.conn: sqlite3.Connection = db.conn
         self.path = path
+        self.durability = durability
+        #: called after each barrier commit is on disk (a power-loss test snapshots the files)
+        self.on_barrier: Callable[[], None] | None = None
+        self._barrier = False  # the open transaction is a barrier
         self._conversations: dict[str, list[JSONObject]] = {}
-        self._audit_head: tuple[int, str] | None = None  # valid inside one transaction only
+        self._audit = AuditWriter(self.conn)
         self._tools_cache: tuple[Sequence[ToolSpec], str] | None = None
 
     @property
@@ -78,14 +87,15 @@ class Store:
         if self.conn.in_transaction:
             raise StoreError("nested store transaction")
         self._begin_immediate()
-        self._audit_head = None
+        self._barrier = False
         cached = {k: len(v) for k, v in self._conversations.items()}
         try:
             yield
-            self._audit_head = None
+            self._audit.seal(None)
             self.conn.execute("COMMIT")
         except BaseException as exc:
-            self._audit_head = None
+            self._audit.rolled_back()
+            self._barrier = False
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
             for op_id, length in cached.items():
@@ -93,6 +103,36 @@ class Store:
             if isinstance(exc, sqlite3.Error | OverflowError):  # OverflowError: a value too big
                 raise StoreError(f"store write failed ({self.path}): {exc}") from exc
             raise
+        self._audit.committed()
+        if self._barrier:
+            self._barrier = False
+            self._sync()
+
+    def barrier(self) -> None:
+        """Make the open transaction a barrier: on disk (fsynced) once it has committed.
+
+        Under ``Durability.FULL`` every commit already is; under barriers the WAL is fsynced
+        right after this transaction's commit, which also makes every earlier commit durable.
+        """
+        if not self.conn.in_transaction:
+            raise StoreError("a barrier is a property of a transaction: none is open")
+        self._barrier = True
+
+    def _sync(self) -> None:
+        """fsync the WAL (and so every commit in it) after a barrier transaction committed."""
+        if self.durability is not Durability.FULL:
+            wal = self.path.with_name(self.path.name + "-wal")
+            target = wal if wal.exists() else self.path  # no WAL left: checkpointed into the db
+            try:
+                fd = os.open(target, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                raise StoreError(f"cannot sync store {self.path}: {exc}") from exc
+        if self.on_barrier is not None:
+            self.on_barrier()
 
     #: how long a writer keeps asking for the write lock before giving up (seconds)
     LOCK_WAIT_S = 60.0
@@ -130,6 +170,7 @@ class Store:
         row = cur.fetchone()
         if row is None or (tenant is not None and row[8] != tenant):
             raise OperationNotFound(f"no operation {operation_id} in store {self.path}")
+        self._audit.read("operation", dict(zip(OP_NAMES, row, strict=True)))
         return op_from_row(row)
 
     def list_operations(self, tenant: str | None = None, limit: int = 50) -> list[OperationRecord]:
@@ -157,10 +198,13 @@ class Store:
         """Write ``op`` if the stored state is still ``expected_state`` (compare-and-set)."""
         row = op_row(op)
         sets = ", ".join(f"{c.strip()} = ?" for c in OP_COLUMNS.split(",")[1:])
-        cur = self.conn.execute(
-            f"UPDATE operations SET {sets} WHERE operation_id = ? AND state = ?",
-            (*row[1:], op.operation_id, expected_state.value),
-        )
+        sql = f"UPDATE operations SET {sets} WHERE operation_id = ? AND state = ?"
+        args: tuple[Any, ...] = (*row[1:], op.operation_id, expected_state.value)
+        known = self._audit.expected_updated_at(op.operation_id)
+        if isinstance(known, str):  # the version the audit record's changes are taken from
+            sql += " AND updated_at = ?"
+            args = (*args, known)
+        cur = self.conn.execute(sql, args)
         if cur.rowcount != 1:
             raise StoreError(
                 f"operation {op.operation_id} is no longer {expected_state.value}: "
@@ -359,7 +403,10 @@ class Store:
             sql += " AND turn_idx = ?"
             args.append(turn_idx)
         sql += " ORDER BY turn_idx, seq"
-        return [call_from_row(r) for r in self.conn.execute(sql, args)]
+        rows = self.conn.execute(sql, args).fetchall()
+        for r in rows:
+            self._audit.read("call", dict(zip(CALL_NAMES, r, strict=True)))
+        return [call_from_row(r) for r in rows]
 
     def get_call(self, operation_id: str, response_id: str, call_id: str) -> CallRecord | None:
         """The one call a (response id, call id) pair names: call ids are unique per response."""
@@ -377,6 +424,47 @@ class Store:
             (operation_id, idempotency_key),
         )
         return [call_from_row(r) for r in cur]
+
+    def calls_of_response(
+        self, operation_id: str, response_id: str, call_ids: Sequence[str]
+    ) -> list[CallRecord]:
+        """The calls of one response with any of these call ids (one query, the unique key)."""
+        if not call_ids:
+            return []
+        marks = ", ".join("?" for _ in call_ids)
+        cur = self.conn.execute(
+            f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND response_id = ?"
+            f" AND call_id IN ({marks}) ORDER BY turn_idx, seq",
+            (operation_id, response_id, *call_ids),
+        )
+        return [call_from_row(r) for r in cur]
+
+    def earlier_calls(
+        self,
+        operation_id: str,
+        before_turn: int,
+        intents: Sequence[tuple[str, str]],
+        keys: Sequence[str] = (),
+    ) -> list[CallRecord]:
+        """Calls of earlier turns sharing an idempotency key or an intent (tool and argument
+        digest) with a new turn's calls: what validation compares it with, in one statement.
+
+        A ``UNION`` of one indexed seek per key and per intent (``calls_key``,
+        ``calls_intent``), so the cost does not grow with the calls the operation has made.
+        """
+        parts: list[str] = []
+        args: list[Any] = []
+        head = f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND turn_idx < ?"
+        if keys:
+            parts.append(f"{head} AND idempotency_key IN ({', '.join('?' for _ in keys)})")
+            args += [operation_id, before_turn, *keys]
+        for name, digest in intents:
+            parts.append(f"{head} AND name = ? AND arguments_sha256 = ?")
+            args += [operation_id, before_turn, name, digest]
+        if not parts:
+            return []
+        sql = " UNION ".join(parts) + " ORDER BY turn_idx, seq"
+        return [call_from_row(r) for r in self.conn.execute(sql, args)]
 
     def calls_with_intent(
         self, operation_id: str, name: str, arguments_sha256: str
@@ -418,13 +506,19 @@ class Store:
         return document
 
     def get_approval(self, approval_id: str, tenant: str | None = None) -> ApprovalRecord:
+        row = self._approval_row(approval_id)
+        if row is None or (tenant is not None and row[5] != tenant):
+            raise OperationNotFound(f"no approval {approval_id} in store {self.path}")
+        apr = apr_from_row(row)
+        self._audit.read("approval", apr.model_dump())
+        return apr
+
+    def _approval_row(self, approval_id: str) -> tuple[Any, ...] | None:
         cur = self.conn.execute(
             f"SELECT {APR_COLUMNS} FROM approvals WHERE approval_id = ?", (approval_id,)
         )
-        row = cur.fetchone()
-        if row is None or (tenant is not None and row[5] != tenant):
-            raise OperationNotFound(f"no approval {approval_id} in store {self.path}")
-        return apr_from_row(row)
+        row: tuple[Any, ...] | None = cur.fetchone()
+        return row
 
     def approvals(self, operation_id: str) -> list[ApprovalRecord]:
         cur = self.conn.execute(
@@ -451,7 +545,8 @@ class Store:
         at: str,
         reason: str | None,
     ) -> None:
-        """Record a decision; only the first decision on a PENDING approval is written."""
+        """Record a decision (a barrier); only the first decision on a PENDING one is written."""
+        self.barrier()
         cur = self.conn.execute(
             "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, reason = ?"
             " WHERE approval_id = ? AND status = 'PENDING'",
@@ -463,38 +558,21 @@ class Store:
                 f"approval {approval_id} is already {current.status}"
                 + (f" by {current.decided_by}" if current.decided_by else "")
             )
-        self.audit("approval", self.get_approval(approval_id).model_dump())
+        decided = self._approval_row(approval_id)
+        assert decided is not None  # updated just now, in this transaction
+        self.audit("approval", apr_from_row(decided).model_dump())
 
     # -- audit ------------------------------------------------------------------------------------
 
     def audit(self, kind: str, row: dict[str, Any]) -> None:
-        """Append the record of one row write to the hash chain (inside the same transaction).
+        """Record one row write for the audit log (sealed with its transaction's batch).
 
-        The chain head is read once per transaction (``BEGIN IMMEDIATE`` holds the write lock,
-        so nobody else appends meanwhile): appending costs O(1), whatever the log's length.
+        A write outside a transaction (none of the engine's) is sealed at once.
         """
-        head = self._audit_head if self.conn.in_transaction else None
-        if head is None:
-            last = self.conn.execute(
-                "SELECT seq, chain_sha256 FROM audit_log ORDER BY seq DESC LIMIT 1"
-            ).fetchone()
-            head = (0, GENESIS) if last is None else (int(last[0]), str(last[1]))
-        sealed = seal(head[0] + 1, head[1], kind, row)
-        self.conn.execute(
-            "INSERT INTO audit_log (seq, operation_id, kind, call_id, record, record_sha256,"
-            " prev_sha256, chain_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                sealed.seq,
-                sealed.operation_id,
-                sealed.kind,
-                sealed.call_id,
-                sealed.record,
-                sealed.record_sha256,
-                sealed.prev_sha256,
-                sealed.chain_sha256,
-            ),
-        )
-        self._audit_head = (sealed.seq, sealed.chain_sha256)
+        self._audit.write(kind, row)
+        if not self.conn.in_transaction:
+            self._audit.seal(None)
+            self._audit.committed()
 
     def audit_head(self) -> tuple[int, str]:
         """``(seq, chain_sha256)`` of the last audit record; ``(0, GENESIS)`` when empty."""
@@ -504,19 +582,24 @@ class Store:
         return (0, GENESIS) if last is None else (int(last[0]), str(last[1]))
 
     def audited_binding(self, operation_id: str, response_id: str, call_id: str) -> str | None:
-        """The ``call_binding_sha256`` the audit log last recorded for a call (or None).
-
-        A call is (operation, response id, call id): the index finds the records of the call
-        id, newest first, and the first one of this response is the call's last record.
-        """
-        cur = self.conn.execute(
-            "SELECT record FROM audit_log WHERE operation_id = ? AND call_id = ?"
-            " AND kind = 'call' ORDER BY seq DESC",
-            (operation_id, call_id),
+        """The ``call_binding_sha256`` the audit log last recorded for a call (or None)."""
+        return self.audited_bindings(operation_id, [(response_id, call_id)]).get(
+            (response_id, call_id)
         )
-        for (text,) in cur:
-            row = json.loads(text).get("row", {})
-            if row.get("response_id") == response_id:
-                value = row.get("call_binding_sha256")
-                return value if isinstance(value, str) else None
-        return None
+
+    def audited_bindings(
+        self, operation_id: str, calls: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str | None]:
+        """The binding the audit log last recorded for each (response id, call id) given.
+
+        The operation's records are read newest first, and only until every call is found:
+        a turn's results were written in its last few transactions.
+        """
+        wanted = set(calls)
+        if not wanted:
+            return {}
+        cur = self.conn.execute(
+            "SELECT record FROM audit_log WHERE operation_id = ? ORDER BY seq DESC",
+            (operation_id,),
+        )
+        return bindings_in((text for (text,) in cur), wanted)

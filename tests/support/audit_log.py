@@ -1,0 +1,130 @@
+"""Reading and forging a store's audit log as an attacker with write access to the file would.
+
+The store writes one batch record per transaction (each write: kind, key, changed columns,
+hash of the whole row after it). These helpers find a write, change it with its row hash
+recomputed, and re-seal the record and every link after it, so a test can check what
+``verify`` still finds when a forger did the whole job.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from toolloop_cli.audit.canonical import canonical_text, sha256_hex
+from toolloop_cli.audit.expand import expand
+from toolloop_cli.audit.hashing import GENESIS, chain_link, row_sha256, seal
+
+
+def records(conn: sqlite3.Connection) -> list[tuple[int, dict[str, Any]]]:
+    """Every record of the log, parsed, in ``seq`` order."""
+    rows = conn.execute("SELECT seq, record FROM audit_log ORDER BY seq").fetchall()
+    return [(int(seq), json.loads(text)) for seq, text in rows]
+
+
+def row_writes(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Every row write of the log with the whole row after it (as ``verify`` rebuilds it)."""
+    return expand([r for _, r in records(conn)], [])
+
+
+def newest_write(
+    conn: sqlite3.Connection,
+    kind: str,
+    *,
+    operation_id: str | None = None,
+    call_id: str | None = None,
+    column: str | None = None,
+) -> tuple[int, int]:
+    """``(seq, index)`` of the newest write of ``kind`` that matches (and sets ``column``)."""
+    for seq, record in reversed(records(conn)):
+        writes = record.get("writes", [])
+        for index in reversed(range(len(writes))):
+            name, key, changes, _ = writes[index]
+            if name != kind or (column is not None and column not in changes):
+                continue
+            if operation_id is not None and key[0] != operation_id:
+                continue
+            if call_id is not None and key[-1] != call_id:
+                continue
+            return seq, index
+    raise LookupError(f"no {kind} write matches")
+
+
+def edit_write(conn: sqlite3.Connection, seq: int, index: int, **changes: Any) -> dict[str, Any]:
+    """Change write ``index`` of record ``seq`` and recompute its row hash (not the record's).
+
+    Returns the record as now stored; its ``record_sha256`` and links are left as they were.
+    """
+    log = records(conn)
+    before = [r for s, r in log if s < seq]
+    record = next(r for s, r in log if s == seq)
+    kind, key, old, _ = record["writes"][index]
+    rebuilt = {
+        (w["kind"], json.dumps(w["key"])): w["row"]
+        for w in expand([*before, _only(record, index)], [])
+    }
+    base = rebuilt.get((kind, json.dumps(key)), {})
+    new = {**old, **changes}
+    record["writes"][index] = [kind, key, new, row_sha256({**base, **new})]
+    conn.execute("UPDATE audit_log SET record = ? WHERE seq = ?", (canonical_text(record), seq))
+    return record
+
+
+def _only(record: dict[str, Any], index: int) -> dict[str, Any]:
+    """The record with only the writes before ``index`` (the base of that write)."""
+    return {**record, "writes": record["writes"][:index]}
+
+
+def reseal(conn: sqlite3.Connection, seq: int) -> None:
+    """Recompute record ``seq``'s own hash and every link from it to the end."""
+    (text,) = conn.execute("SELECT record FROM audit_log WHERE seq = ?", (seq,)).fetchone()
+    conn.execute(
+        "UPDATE audit_log SET record_sha256 = ? WHERE seq = ?", (sha256_hex(text.encode()), seq)
+    )
+    rechain(conn, seq)
+
+
+def rechain(conn: sqlite3.Connection, from_seq: int) -> None:
+    """Recompute every link from ``from_seq`` to the end."""
+    row = conn.execute("SELECT chain_sha256 FROM audit_log WHERE seq = ?", (from_seq - 1,))
+    found = row.fetchone()
+    prev = GENESIS if found is None else found[0]
+    later = conn.execute(
+        "SELECT seq, record_sha256 FROM audit_log WHERE seq >= ? ORDER BY seq", (from_seq,)
+    ).fetchall()
+    for n, record_sha in later:
+        link = chain_link(n, prev, record_sha)
+        conn.execute(
+            "UPDATE audit_log SET prev_sha256 = ?, chain_sha256 = ? WHERE seq = ?",
+            (prev, link, n),
+        )
+        prev = link
+
+
+def rewrite_as_row_records(
+    conn: sqlite3.Connection, edit: Callable[[str, dict[str, Any]], dict[str, Any]]
+) -> None:
+    """Replace the log with one record per row write (the layout of older stores), sealed in
+    order, each row passed through ``edit(kind, row)`` first."""
+    writes = row_writes(conn)
+    conn.execute("DELETE FROM audit_log")
+    prev = GENESIS
+    for seq, write in enumerate(writes, start=1):
+        sealed = seal(seq, prev, write["kind"], edit(write["kind"], dict(write["row"])))
+        conn.execute(
+            "INSERT INTO audit_log (seq, operation_id, kind, call_id, record, record_sha256,"
+            " prev_sha256, chain_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                sealed.seq,
+                sealed.operation_id,
+                sealed.kind,
+                sealed.call_id,
+                sealed.record,
+                sealed.record_sha256,
+                sealed.prev_sha256,
+                sealed.chain_sha256,
+            ),
+        )
+        prev = sealed.chain_sha256

@@ -1,0 +1,165 @@
+"""The audit records of one store connection: a transaction's row writes sealed as one batch.
+
+Each write is kept as the columns it changed since the row's last known version, with the
+hash of the whole row after it; at commit the transaction's writes become one chained batch
+record per operation (``audit.hashing.seal_batch``), in the same transaction. A row's last
+known version is what this connection last wrote of it (and so logged, every column): the
+store changes operations, calls and approvals only by compare-and-set on that version (the
+operation's ``updated_at``, a call's state, a PENDING approval), so it is the one the log
+holds. A row read but not yet written here (by another process, or in a schema a migration
+has since widened) is written whole; rows that can no longer change (a final state) are
+forgotten, so memory stays bounded by the rows still in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from toolloop_cli.audit.hashing import (
+    GENESIS,
+    KINDS,
+    Write,
+    hashable_key,
+    record_key,
+    row_sha256,
+    seal_batch,
+)
+
+from .audit_rules import HISTORY_RULES
+
+#: the kinds whose rows are written more than once (the others are events: written whole)
+_CHANGING = frozenset({"operation", "call", "approval"})
+
+_Slot = tuple[str, tuple[Any, ...]]
+_ABSENT = object()
+
+
+class AuditWriter:
+    """Collects a transaction's row writes and appends them to the log at its commit."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self._known: dict[_Slot, dict[str, Any]] = {}
+        self._open: dict[_Slot, dict[str, Any]] = {}  # versions written in the open transaction
+        self._writes: list[tuple[str | None, Write]] = []
+
+    def write(self, kind: str, row: Mapping[str, Any]) -> None:
+        """Record one row write (inside the open transaction; sealed at its commit)."""
+        key = record_key(KINDS[kind], row)
+        changes = dict(row)
+        if kind in _CHANGING:
+            slot = (kind, hashable_key(key))
+            base = self._open.get(slot) or self._known.get(slot)
+            if base is not None:
+                changes = {c: v for c, v in row.items() if base.get(c, _ABSENT) != v}
+            self._open[slot] = dict(row)
+        op = row.get("operation_id")
+        self._writes.append(
+            (op if isinstance(op, str) else None, Write(kind, key, changes, row_sha256(row)))
+        )
+
+    def read(self, kind: str, row: Mapping[str, Any]) -> None:
+        """A row as read from its table: a version this connection did not write (another
+        process changed the row since) is no base for a delta; the next write is whole."""
+        slot = (kind, hashable_key(record_key(KINDS[kind], row)))
+        for versions in (self._open, self._known):
+            known = versions.get(slot)
+            if known is not None and known != row:
+                del versions[slot]
+
+    def expected_updated_at(self, operation_id: str) -> object:
+        """The ``updated_at`` of the operation version the next write changes (or absent)."""
+        slot = ("operation", (operation_id,))
+        base = self._open.get(slot) or self._known.get(slot)
+        return _ABSENT if base is None else base.get("updated_at", _ABSENT)
+
+    def seal(self, head: tuple[int, str] | None) -> None:
+        """Append the open transaction's writes as one batch record per operation."""
+        if not self._writes:
+            return
+        if head is None:
+            last = self.conn.execute(
+                "SELECT seq, chain_sha256 FROM audit_log ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
+            head = (0, GENESIS) if last is None else (int(last[0]), str(last[1]))
+        groups: dict[str | None, list[Write]] = {}
+        for op, write in self._writes:
+            groups.setdefault(op, []).append(write)
+        seq, prev = head
+        for op, writes in groups.items():
+            sealed = seal_batch(seq + 1, prev, op, writes)
+            self.conn.execute(
+                "INSERT INTO audit_log (seq, operation_id, kind, call_id, record, record_sha256,"
+                " prev_sha256, chain_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    sealed.seq,
+                    sealed.operation_id,
+                    sealed.kind,
+                    sealed.call_id,
+                    sealed.record,
+                    sealed.record_sha256,
+                    sealed.prev_sha256,
+                    sealed.chain_sha256,
+                ),
+            )
+            seq, prev = sealed.seq, sealed.chain_sha256
+        self._writes.clear()
+
+    def committed(self) -> None:
+        """The transaction committed: its versions are now the known ones."""
+        for slot, row in self._open.items():
+            if _final(slot[0], row):
+                self._known.pop(slot, None)
+            else:
+                self._known[slot] = row
+        self._open.clear()
+        self._writes.clear()
+
+    def rolled_back(self) -> None:
+        """The transaction rolled back: nothing it wrote happened."""
+        self._open.clear()
+        self._writes.clear()
+
+
+def _final(kind: str, row: Mapping[str, Any]) -> bool:
+    """The row is in a state nothing moves out of: it is never written again."""
+    rules = HISTORY_RULES[kind]
+    if rules.state is None or rules.after_final:
+        return False
+    moves = rules.moves.get(str(row.get(rules.state)))
+    return moves is not None and not moves
+
+
+def bindings_in(
+    records: Iterable[str], wanted: set[tuple[str, str]]
+) -> dict[tuple[str, str], str | None]:
+    """The last ``call_binding_sha256`` each wanted (response id, call id) has in ``records``.
+
+    ``records`` are one operation's audit records, newest first (batch or per-row layout);
+    the newest write that set the column holds its value. Reading stops once every wanted
+    call is found.
+    """
+    found: dict[tuple[str, str], str | None] = {}
+    for text in records:
+        record = json.loads(text)
+        writes: list[tuple[Any, Any]] = []
+        if record.get("kind") == "batch":
+            for write in reversed(record.get("writes") or []):
+                if isinstance(write, list) and len(write) == 4 and write[0] == "call":
+                    key = write[1] if isinstance(write[1], list) and len(write[1]) == 3 else []
+                    writes.append((tuple(key[1:]), write[2]))
+        elif record.get("kind") == "call" and isinstance(record.get("row"), dict):
+            row = record["row"]
+            writes.append(((row.get("response_id"), row.get("call_id")), row))
+        for pair, changes in writes:
+            if pair not in wanted or pair in found or not isinstance(changes, dict):
+                continue
+            if "call_binding_sha256" in changes:
+                value = changes["call_binding_sha256"]
+                found[pair] = value if isinstance(value, str) else None
+        if len(found) == len(wanted):
+            break
+    return found

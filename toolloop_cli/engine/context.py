@@ -110,10 +110,13 @@ def call_to(
     deps.store.log_transition(
         call.operation_id, "call", call.state.value, target.value, now, reason, call.call_id
     )
-    deps.on_event(
-        "call",
-        {"call_id": call.call_id, "name": call.name, "state": target.value, "turn": call.turn_idx},
-    )
+    event: dict[str, object] = {
+        "call_id": call.call_id,
+        "name": call.name,
+        "state": target.value,
+        "turn": call.turn_idx,
+    }
+    deps.store.after_commit(lambda: deps.on_event("call", event))
     return new
 
 

@@ -296,8 +296,9 @@ def test_kills_at_random_times_leave_a_store_that_resumes_to_the_end(
 
 def _run_batch_without_intent(
     deps: Deps, op: OperationRecord, batch: list[CallRecord]
-) -> OperationRecord:
+) -> tuple[OperationRecord, list[CallRecord]]:
     """The loop without a write-ahead intent: the call is marked running with its result."""
+    ended = []
     for call in batch:
         assert call.arguments is not None
         execution = deps.toolbox.execute(
@@ -306,8 +307,8 @@ def _run_batch_without_intent(
         deps.failpoint("after_effect_before_result_commit")
         with deps.store.transaction():
             running = call_to(deps, call, CallState.EXECUTING, "no intent")
-            executing_step._record_execution(deps, op, running, execution)
-    return op
+            ended.append(executing_step._record_execution(deps, op, running, execution))
+    return op, ended
 
 
 def test_control_without_the_intent_write_the_harness_finds_a_repeated_effect(

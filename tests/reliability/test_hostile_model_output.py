@@ -493,8 +493,8 @@ def test_an_injected_instruction_cannot_skip_the_approval(
 def test_control_an_auto_approving_policy_lets_the_injection_through(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def approve_everything(deps: Any, op: Any, call_: Any, tool: Any) -> None:
-        call_to(deps, call_, CallState.APPROVED, "auto")
+    def approve_everything(deps: Any, op: Any, call_: Any, tool: Any) -> Any:
+        return call_to(deps, call_, CallState.APPROVED, "auto")
 
     monkeypatch.setattr(validating, "_request_approval", approve_everything)
     (tmp_path / "notes.json").write_text(json.dumps({"n": INJECTIONS[0]}))

@@ -293,8 +293,8 @@ def test_a_full_disk_is_one_clear_line_and_exit_2(
     limit = _page_count(path)
     real = connect
 
-    def small(p: Path) -> sqlite3.Connection:
-        conn = real(p)
+    def small(p: Path, *durability: Any) -> sqlite3.Connection:
+        conn = real(p, *durability)
         conn.execute(f"PRAGMA max_page_count = {limit}")
         return conn
 

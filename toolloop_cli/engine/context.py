@@ -117,10 +117,13 @@ def call_to(
         call.call_id,
         call.response_id,
     )
-    deps.on_event(
-        "call",
-        {"call_id": call.call_id, "name": call.name, "state": target.value, "turn": call.turn_idx},
-    )
+    event: dict[str, object] = {
+        "call_id": call.call_id,
+        "name": call.name,
+        "state": target.value,
+        "turn": call.turn_idx,
+    }
+    deps.store.after_commit(lambda: deps.on_event("call", event))
     return new
 
 

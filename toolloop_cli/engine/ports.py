@@ -160,6 +160,10 @@ class StorePort(Protocol):
 
     def transaction(self) -> AbstractContextManager[None]: ...
 
+    def after_commit(self, announce: Callable[[], None]) -> None:
+        """Call ``announce`` once the open transaction has committed (never on a rollback)."""
+        ...
+
     def barrier(self) -> None:
         """Make the open transaction durable through a power loss once it commits (fsync)."""
         ...

@@ -260,7 +260,8 @@ def _request_approval(
     waiting = call_to(
         deps, call, C.WAITING_APPROVAL, "approval: always", approval_id=approval.approval_id
     )
-    deps.on_event("approval", {"approval_id": approval.approval_id, "call_id": call.call_id})
+    event: dict[str, object] = {"approval_id": approval.approval_id, "call_id": call.call_id}
+    deps.store.after_commit(lambda: deps.on_event("approval", event))
     return waiting
 
 

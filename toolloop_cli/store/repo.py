@@ -69,6 +69,7 @@ class Store:
         #: called after each barrier commit is on disk (a power-loss test snapshots the files)
         self.on_barrier: Callable[[], None] | None = None
         self._barrier = False  # the open transaction is a barrier
+        self._after_commit: list[Callable[[], None]] = []
         self._conversations: dict[str, list[JSONObject]] = {}
         self._audit = AuditWriter(self.conn)
         self._tools_cache: tuple[Sequence[ToolSpec], str] | None = None
@@ -96,6 +97,7 @@ class Store:
         except BaseException as exc:
             self._audit.rolled_back()
             self._barrier = False
+            self._after_commit.clear()
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
             for op_id, length in cached.items():
@@ -107,6 +109,17 @@ class Store:
         if self._barrier:
             self._barrier = False
             self._sync()
+        pending, self._after_commit = self._after_commit, []
+        for announce in pending:
+            announce()
+
+    def after_commit(self, announce: Callable[[], None]) -> None:
+        """Call ``announce`` once the open transaction has committed (never if it rolls back);
+        at once outside a transaction. Progress reports say what is stored, nothing else."""
+        if self.conn.in_transaction:
+            self._after_commit.append(announce)
+        else:
+            announce()
 
     def barrier(self) -> None:
         """Make the open transaction a barrier: on disk (fsynced) once it has committed.

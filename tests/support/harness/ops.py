@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from support.audit_log import row_writes
 from toolloop_cli.adapters.scripted import ScriptedTransport
 from toolloop_cli.engine.states import OpState
 from toolloop_cli.service import operations
@@ -62,9 +63,10 @@ def refused_records(store: Store, operation_id: str) -> list[dict[str, Any]]:
 
 
 def audit_records(store: Store, kind: str, needle: str) -> list[dict[str, Any]]:
-    """Audit-log records of ``kind`` whose record text mentions ``needle``."""
-    rows = store.conn.execute(
-        "SELECT record FROM audit_log WHERE kind = ? AND instr(record, ?) > 0 ORDER BY seq",
-        (kind, needle),
-    )
-    return [json.loads(r[0]) for r in rows]
+    """The row writes of ``kind`` in the audit log (each with its whole row, as ``verify``
+    rebuilds it) whose row mentions ``needle``."""
+    return [
+        w
+        for w in row_writes(store.conn)
+        if w["kind"] == kind and needle in json.dumps(w["row"], ensure_ascii=False)
+    ]

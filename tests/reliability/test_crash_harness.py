@@ -296,7 +296,7 @@ def test_kills_at_random_times_leave_a_store_that_resumes_to_the_end(
 
 def _run_batch_without_intent(
     deps: Deps, op: OperationRecord, batch: list[CallRecord]
-) -> tuple[OperationRecord, list[CallRecord]]:
+) -> tuple[OperationRecord, list[CallRecord], list[Any]]:
     """The loop without a write-ahead intent: the call is marked running with its result."""
     ended = []
     for call in batch:
@@ -308,7 +308,7 @@ def _run_batch_without_intent(
         with deps.store.transaction():
             running = call_to(deps, call, CallState.EXECUTING, "no intent")
             ended.append(executing_step._record_execution(deps, op, running, execution))
-    return op, ended
+    return op, ended, []
 
 
 def test_control_without_the_intent_write_the_harness_finds_a_repeated_effect(

@@ -8,24 +8,23 @@ to NULLs that its records never had, and verifies as it did.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+from support.audit_log import rewrite_as_row_records, row_writes
 from support.cli import Invoke
 from support.clock import FakeClock
 from support.stores import approval_of, start
 
-from toolloop_cli.audit.hashing import GENESIS, seal
 from toolloop_cli.service import approvals, operations
 from toolloop_cli.service.verify import verify_store
 from toolloop_cli.store import open_store
 
 
-def _records(store_path: Path) -> list[dict[str, object]]:
+def _records(store_path: Path) -> list[dict[str, Any]]:
     conn = sqlite3.connect(store_path)
-    rows = conn.execute("SELECT record FROM audit_log WHERE kind = 'transition' ORDER BY seq")
-    found = [json.loads(text)["row"] for (text,) in rows]
+    found = [w["row"] for w in row_writes(conn) if w["kind"] == "transition"]
     conn.close()
     return found
 
@@ -57,30 +56,13 @@ def _downgrade(store_path: Path) -> None:
     """Make the store as the code before the column wrote it: no column, no migration
     record, and transition records without the key, re-sealed into the chain as written."""
     conn = sqlite3.connect(store_path)
-    records = conn.execute("SELECT seq, record FROM audit_log ORDER BY seq").fetchall()
-    conn.execute("DELETE FROM audit_log")
-    prev = GENESIS
-    for seq, text in records:
-        record = json.loads(text)
-        row = record["row"]
-        if record["kind"] == "transition":
+
+    def without_response(kind: str, row: dict[str, Any]) -> dict[str, Any]:
+        if kind == "transition":
             row.pop("response_id")
-        sealed = seal(seq, prev, record["kind"], row)
-        conn.execute(
-            "INSERT INTO audit_log (seq, operation_id, kind, call_id, record, record_sha256,"
-            " prev_sha256, chain_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                sealed.seq,
-                sealed.operation_id,
-                sealed.kind,
-                sealed.call_id,
-                sealed.record,
-                sealed.record_sha256,
-                sealed.prev_sha256,
-                sealed.chain_sha256,
-            ),
-        )
-        prev = sealed.chain_sha256
+        return row
+
+    rewrite_as_row_records(conn, without_response)  # that code wrote one record per write
     conn.execute("ALTER TABLE transitions DROP COLUMN response_id")
     conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'transition_response_id'")
     conn.commit()

@@ -24,9 +24,12 @@ C = CallState
 def execute(
     deps: Deps, op: OperationRecord, calls: list[CallRecord] | None = None
 ) -> tuple[OperationRecord, list[CallRecord] | None]:
-    """Run every approved call of the turn; each intent and each result in its own commit.
+    """Run every approved call of the turn: each intent committed before its handler runs.
 
-    ``calls`` are the turn's calls if the caller has them; the calls as they end are returned.
+    A side effect's result is committed as soon as its handler returns; the results of a batch
+    of reads are committed together (a crash re-runs them), the last batch's with the step's
+    transition. ``calls`` are the turn's calls if the caller has them; the calls as they end
+    are returned.
     """
     current = {c.seq: c for c in (calls if calls is not None else turn_calls(deps, op))}
     _refuse_drift(deps, list(current.values()))
@@ -34,27 +37,53 @@ def execute(
         if call.state is C.EXECUTING:  # left running by a crash: reconcile before anything new
             current[call.seq] = _recover_call(deps, op, call)
     approved = [c for c in current.values() if c.state is C.APPROVED]
+    pending: _Pending = []
     for batch in parallel.batches(approved, lambda c: _is_sequential(deps, c)):
+        if pending:  # the reads of the batch before: committed before anything else happens
+            with deps.store.transaction():
+                current.update((c.seq, c) for c in _record_all(deps, op, pending))
+            deps.failpoint("after_result_commit")
         late = guards.past_deadline(op, deps.clock.now())
         if late is not None:
             with deps.store.transaction():
                 return stop(deps, op, OpState.BUDGET_EXHAUSTED, late), None
-        op, ran = _run_batch(deps, op, batch)
+        op, ran, pending = _run_batch(deps, op, batch)
         current.update((c.seq, c) for c in ran)
-    after = sorted(current.values(), key=lambda c: c.seq)
+    if pending:
+        with deps.store.transaction():
+            current.update((c.seq, c) for c in _record_all(deps, op, pending))
+            op, after = _finish(deps, op, current)
+        deps.failpoint("after_result_commit")
+        return op, after
     with deps.store.transaction():
-        unknown = [c.call_id for c in after if c.state is C.UNKNOWN_OUTCOME]
-        if unknown:
-            reason = (
-                "outcome unknown for call(s) " + ", ".join(unknown) + ": the side effect may have "
-                "happened and the downstream could not confirm it; check it, then resume with "
-                "--force-continue"
-            )
-            return transition(deps, op, OpState.ESCALATED, reason), after
-        escalations = [_escalation(c) for c in after if _escalation(c)]
-        if escalations:
-            return transition(deps, op, OpState.ESCALATED, "; ".join(escalations)), after
-        return transition(deps, op, OpState.RESULTS_READY), after
+        return _finish(deps, op, current)
+
+
+#: reads whose handlers returned, their results not yet committed
+_Pending = list[tuple[CallRecord, ToolExecution]]
+
+
+def _record_all(deps: Deps, op: OperationRecord, pending: _Pending) -> list[CallRecord]:
+    return [_record_execution(deps, op, call, execution) for call, execution in pending]
+
+
+def _finish(
+    deps: Deps, op: OperationRecord, current: dict[int, CallRecord]
+) -> tuple[OperationRecord, list[CallRecord]]:
+    """The step's transition once every call has run (inside the caller's transaction)."""
+    after = sorted(current.values(), key=lambda c: c.seq)
+    unknown = [c.call_id for c in after if c.state is C.UNKNOWN_OUTCOME]
+    if unknown:
+        reason = (
+            "outcome unknown for call(s) " + ", ".join(unknown) + ": the side effect may have "
+            "happened and the downstream could not confirm it; check it, then resume with "
+            "--force-continue"
+        )
+        return transition(deps, op, OpState.ESCALATED, reason), after
+    escalations = [_escalation(c) for c in after if _escalation(c)]
+    if escalations:
+        return transition(deps, op, OpState.ESCALATED, "; ".join(escalations)), after
+    return transition(deps, op, OpState.RESULTS_READY), after
 
 
 def _refuse_drift(deps: Deps, calls: list[CallRecord]) -> None:
@@ -87,14 +116,16 @@ def _escalation(call: CallRecord) -> str:
 
 def _run_batch(
     deps: Deps, op: OperationRecord, batch: list[CallRecord]
-) -> tuple[OperationRecord, list[CallRecord]]:
-    """Commit the batch's intents, run the handlers concurrently, commit each result.
+) -> tuple[OperationRecord, list[CallRecord], _Pending]:
+    """Commit the batch's intents, run the handlers concurrently, commit each side effect's
+    result as it returns; a batch of reads returns its executions for one commit.
 
     The intents of side effects are a barrier: after a power loss, an effect that happened
     always has its intent (and so its key) in the store.
     """
+    effects = any(_side_effecting(deps, c) for c in batch)
     with deps.store.transaction():
-        if any(_side_effecting(deps, c) for c in batch):
+        if effects:
             deps.store.barrier()
         by_tool = dict(op.counters.tool_calls_by_tool)
         started: list[CallRecord] = []
@@ -116,12 +147,16 @@ def _run_batch(
         return deps.toolbox.execute(call.name, call.arguments, _context(deps, op, call))
 
     ended: list[CallRecord] = []
+    reads: _Pending = []
     for call, execution in parallel.run_all(started, work, op.guards.max_parallel):
         deps.failpoint("after_effect_before_result_commit")
+        if not effects:
+            reads.append((call, execution))
+            continue
         with deps.store.transaction():
             ended.append(_record_execution(deps, op, call, execution))
         deps.failpoint("after_result_commit")
-    return op, ended
+    return op, ended, reads
 
 
 def _context(deps: Deps, op: OperationRecord, call: CallRecord) -> CallContext:

@@ -95,8 +95,12 @@ def _plain(value: Any) -> bool:
 
 def fast_canonical_bytes(value: Any) -> bytes:
     """``canonical_bytes(value)``, byte for byte, about four times faster on plain values."""
-    if _plain(value):
+    try:
+        plain = _plain(value)
         text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (RecursionError, ValueError, TypeError):  # too deep, circular: the reference says
+        plain = False
+    if plain:
         try:
             return text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: let the reference path reject it

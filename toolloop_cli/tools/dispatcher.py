@@ -4,9 +4,9 @@ The dispatcher is handed a ``ToolDef``, never a name from the model, so there is
 up. Whatever a handler does (return, raise, hang, return something that is not JSON or is too
 large) comes back as an ``Execution``; no handler exception escapes.
 
-A handler that overruns is abandoned in its daemon thread, not killed: Python cannot stop a
-thread. Its side effect may still happen, which is why side-effecting tools carry an idempotency
-key and a ``reconcile`` handler that can ask the downstream what happened.
+A handler that overruns is abandoned in its worker thread (``workers``), not killed: Python
+cannot stop a thread. Its side effect may still happen, which is why side-effecting tools carry
+an idempotency key and a ``reconcile`` handler that can ask the downstream what happened.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from toolloop_cli.audit.canonical import CanonicalJSONError, canonical_bytes
+from toolloop_cli.audit.canonical import CanonicalJSONError, fast_canonical_bytes
+from toolloop_cli.tools import workers
 from toolloop_cli.tools.context import Escalate, HandlerTimeout, ToolContext, ToolError
 from toolloop_cli.tools.registry import Handler, ToolDef
 
@@ -105,7 +106,7 @@ def _run(
     context: ToolContext,
     now: Callable[[], float],
 ) -> Execution:
-    """Call ``handler`` in a daemon thread; wait no longer than the timeout or the deadline."""
+    """Call ``handler`` on a worker thread; wait no longer than the timeout or the deadline."""
     timeout_ms = min(tool.timeout_ms, context.timeout_ms or tool.timeout_ms)
     budget = min(timeout_ms / 1000, context.deadline - now())
     if budget <= 0:
@@ -114,14 +115,8 @@ def _run(
     outcome = _Outcome()
     # the handler gets its own copy: it must not be able to change what was validated and hashed
     own_arguments = copy.deepcopy(arguments)
-    worker = threading.Thread(
-        target=_work,
-        args=(handler, own_arguments, context, outcome),
-        name=f"toolloop-tool-{tool.name}",
-        daemon=True,
-    )
     started = time.monotonic()
-    worker.start()
+    workers.start(lambda: _work(handler, own_arguments, context, outcome))
     finished = outcome.done.wait(budget)
     duration_ms = (time.monotonic() - started) * 1000
     if not finished:
@@ -178,7 +173,7 @@ def _judge(
     exactly what gets hashed, so a handler that later mutates its own object changes nothing.
     """
     try:
-        data = canonical_bytes(value)
+        data = fast_canonical_bytes(value)
     except CanonicalJSONError as exc:
         return Execution("failed", error=f"result is not JSON: {exc}", duration_ms=duration_ms)
     size = len(data)

@@ -100,18 +100,14 @@ class RegistryToolbox:
         return self._tool(name).argument_violations(arguments)
 
     def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution:
-        outcome = run_handler(
-            self._tool(name), arguments, self._context(name, context), now=self.now
-        )
-        return _neutral(outcome)
+        return run_handler(self._tool(name), arguments, self._context(name, context), now=self.now)
 
     def reconcile(
         self, name: str, arguments: JSONObject, context: CallContext
     ) -> ToolExecution | None:
-        outcome = run_reconcile(
+        return run_reconcile(
             self._tool(name), arguments, self._context(name, context), now=self.now
         )
-        return None if outcome is None else _neutral(outcome)
 
     def _tool(self, name: str) -> ToolDef:
         tool = self.registry.get(name)
@@ -132,16 +128,6 @@ class RegistryToolbox:
             max_result_bytes=context.max_result_bytes,
             timeout_ms=context.timeout_ms,
         )
-
-
-def _neutral(outcome: Any) -> ToolExecution:
-    return ToolExecution(
-        status=outcome.status,
-        value=outcome.value,
-        error=outcome.error,
-        result_bytes=outcome.result_bytes,
-        duration_ms=outcome.duration_ms,
-    )
 
 
 def make_adapter(provider: str, api_family: str, base_url: str | None = None) -> ModelAdapter:

@@ -16,11 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from support.paths import REGISTRY
 
 from toolloop_cli.engine.types import CallContext, ExecutionStatus, ToolExecution
+from toolloop_cli.errors import ToolloopError
 from toolloop_cli.tools.registry import load_registry
-from toolloop_cli.wiring import RegistryToolbox
+from toolloop_cli.wiring import RegistryToolbox, cached_registry
 
 
 def _context() -> CallContext:
@@ -32,6 +34,26 @@ def _context() -> CallContext:
         subject="operator",
         deadline=time.time() + 30,
     )
+
+
+def test_tool_infos_are_built_once_per_toolbox(tmp_path: Path) -> None:
+    toolbox = RegistryToolbox(load_registry(REGISTRY), tmp_path)
+    first = toolbox.lookup("get_order")
+    assert first is not None and first.name == "get_order"
+    assert toolbox.lookup("get_order") is first
+    assert toolbox.lookup("no_such_tool") is None
+
+
+def test_an_edited_registry_gets_fresh_tool_infos(tmp_path: Path) -> None:
+    path = tmp_path / "refunds.yaml"
+    path.write_text(REGISTRY.read_text())
+    before = RegistryToolbox(cached_registry(path), tmp_path).lookup("get_order")
+    doc = yaml.safe_load(path.read_text())
+    doc["tools"]["get_order"]["timeout_ms"] = 4321
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    after = RegistryToolbox(cached_registry(path), tmp_path).lookup("get_order")
+    assert before is not None and after is not None
+    assert after.sha256 != before.sha256  # the new definition, not the first toolbox's
 
 
 def test_execution_statuses_are_todays_strings() -> None:
@@ -58,6 +80,13 @@ def test_a_handler_run_comes_back_as_the_engines_execution(tmp_path: Path) -> No
     done = toolbox.execute("get_order", {"order_id": "ord_1001"}, _context())
     assert type(done) is ToolExecution
     assert done.status is ExecutionStatus.OK, done.error
+
+
+def test_running_a_tool_never_looked_up_is_an_internal_error(tmp_path: Path) -> None:
+    toolbox = RegistryToolbox(load_registry(REGISTRY), tmp_path)
+    with pytest.raises(AssertionError, match="internal error") as raised:
+        toolbox.execute("no_such_tool", {}, _context())
+    assert not isinstance(raised.value, ToolloopError)
 
 
 def test_stored_audit_status_is_the_plain_string(tmp_path: Path) -> None:

@@ -51,6 +51,12 @@ class RegistryToolbox:
         self.now = now  # the engine's clock, so deadlines and timeouts agree
         self.provider = provider
         self._specs = [spec for spec in registry.tool_specs() if spec.provider in (None, provider)]
+        # built once: the registry is frozen, and a reloaded one gets a toolbox of its own
+        self._infos = {
+            tool.name: _info(tool)
+            for tool in registry.tools.values()
+            if tool.provider_tool is None or tool.provider_tool.provider == provider
+        }
 
     @property
     def registry_sha256(self) -> str:
@@ -80,21 +86,7 @@ class RegistryToolbox:
         return self._specs
 
     def lookup(self, name: str) -> ToolInfo | None:
-        tool = self.registry.get(name)
-        if tool is None or (tool.provider_tool and tool.provider_tool.provider != self.provider):
-            return None
-        return ToolInfo(
-            name=tool.name,
-            schema_version=tool.schema_version,
-            side_effecting=tool.side_effecting,
-            needs_approval=tool.approval == "always",
-            key_fields=tool.key_fields,
-            sha256=tool.sha256,
-            max_argument_bytes=tool.max_argument_bytes,
-            has_reconcile=tool.reconcile is not None,
-            sequential=tool.sequential,
-            provider_type=tool.provider_tool.type if tool.provider_tool else None,
-        )
+        return self._infos.get(name)
 
     def validate(self, name: str, arguments: JSONObject) -> list[str]:
         return self._tool(name).argument_violations(arguments)
@@ -111,8 +103,11 @@ class RegistryToolbox:
 
     def _tool(self, name: str) -> ToolDef:
         tool = self.registry.get(name)
-        if tool is None:  # the engine only asks for tools it looked up
-            raise UsageError(f"tool {name!r} is not in registry {self.registry.name}")
+        if tool is None:  # the engine only asks for tools it looked up: reaching here is a bug
+            raise AssertionError(
+                f"internal error: tool {name!r} was never looked up in registry "
+                f"{self.registry.name}"
+            )
         return tool
 
     def _context(self, name: str, context: CallContext) -> ToolContext:
@@ -128,6 +123,22 @@ class RegistryToolbox:
             max_result_bytes=context.max_result_bytes,
             timeout_ms=context.timeout_ms,
         )
+
+
+def _info(tool: ToolDef) -> ToolInfo:
+    """What the engine knows of a registered tool."""
+    return ToolInfo(
+        name=tool.name,
+        schema_version=tool.schema_version,
+        side_effecting=tool.side_effecting,
+        needs_approval=tool.approval == "always",
+        key_fields=tool.key_fields,
+        sha256=tool.sha256,
+        max_argument_bytes=tool.max_argument_bytes,
+        has_reconcile=tool.reconcile is not None,
+        sequential=tool.sequential,
+        provider_type=tool.provider_tool.type if tool.provider_tool else None,
+    )
 
 
 def make_adapter(provider: str, api_family: str, base_url: str | None = None) -> ModelAdapter:

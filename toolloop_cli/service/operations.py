@@ -15,7 +15,7 @@ from toolloop_cli.engine import loop
 from toolloop_cli.engine.clock import SystemClock, iso, later
 from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ids import new_operation_id
-from toolloop_cli.engine.ports import Clock, Transport
+from toolloop_cli.engine.ports import Clock, KnowsRecordedModel, Transport
 from toolloop_cli.engine.records import Counters, Guards, OperationRecord
 from toolloop_cli.engine.states import OpState, is_terminal
 from toolloop_cli.engine.types import ModelSettings
@@ -194,8 +194,7 @@ def _record_path(options: RunOptions, store: Store) -> Path:
 
 
 def _recorded_model(transport: Transport) -> str | None:
-    model = getattr(transport, "recorded_model", None)
-    return model() if callable(model) else None
+    return transport.recorded_model() if isinstance(transport, KnowsRecordedModel) else None
 
 
 def open_operation(

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from toolloop_cli.adapters.providers import BASE_URL_ENV, BY_NAME, ProviderSpec
 from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.engine.context import Deps
-from toolloop_cli.engine.ports import Clock, ModelAdapter, Toolbox, Transport
+from toolloop_cli.engine.ports import Clock, Flushable, ModelAdapter, Toolbox, Transport
 from toolloop_cli.engine.records import Guards, OperationRecord
 from toolloop_cli.engine.types import CallContext, JSONObject, ToolExecution, ToolInfo, ToolSpec
 from toolloop_cli.errors import RegistryError, UsageError
@@ -299,9 +299,8 @@ def recording_transport(
 
 def flush_recording(deps: Deps) -> None:
     """Rewrite a ``--record`` cassette's metadata after a run (its end state, decisions)."""
-    flush = getattr(deps.transport, "flush", None)
-    if callable(flush):
-        flush()
+    if isinstance(deps.transport, Flushable):
+        deps.transport.flush()
 
 
 #: registries already loaded, by (resolved path, sha256 of the file's bytes)

@@ -23,11 +23,19 @@ from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ids import new_operation_id
 from toolloop_cli.engine.ports import Clock
 from toolloop_cli.engine.records import Counters, Guards, OperationRecord
+from toolloop_cli.engine.sources import ReplaySource
 from toolloop_cli.engine.states import OpState
 from toolloop_cli.engine.types import JSONObject, ModelSettings
 from toolloop_cli.errors import AdapterError, CanonicalJSONError, TranscriptError, UsageError
 from toolloop_cli.replay.decisions import Decisions, ReplayClock, drive
-from toolloop_cli.replay.deps import Plan, meta_list, plan_deps, policy_toolbox, recorded_table
+from toolloop_cli.replay.deps import (
+    Plan,
+    ResultMode,
+    meta_list,
+    plan_deps,
+    policy_toolbox,
+    recorded_table,
+)
 from toolloop_cli.replay.divergence import (
     Divergence,
     compare_outcome,
@@ -96,9 +104,10 @@ def replay(
     on_event: Callable[[str, dict[str, object]], None] | None = None,
 ) -> ReplayReport:
     """Replay every conversation of the cassette as its own operation."""
-    mode = options.results or ("live" if options.registry is not None else "recorded")
-    if mode not in RESULT_MODES:
-        raise UsageError(f"--results must be live or recorded, not {mode!r}")
+    asked = options.results or ("live" if options.registry is not None else "recorded")
+    if asked not in RESULT_MODES:
+        raise UsageError(f"--results must be live or recorded, not {asked!r}")
+    mode: ResultMode = "live" if asked == "live" else "recorded"
     if mode == "live" and options.registry is None:
         raise UsageError("--results live runs the registry's handlers: give --registry FILE")
     registry = load_registry(options.registry) if options.registry is not None else None
@@ -137,7 +146,8 @@ def _replay_one(
     assert isinstance(deps.transport, ReplayTransport)
     divergences = refused + _divergences(store, deps, op.operation_id, plan, options, waiting)
     final = _keep_divergences(store, op.operation_id, divergences)
-    data_dir = op.source.get("data_dir")
+    assert isinstance(op.source, ReplaySource)
+    data_dir = op.source.data_dir
     return ReplayedOperation(
         final.operation_id,
         final.state,
@@ -253,16 +263,17 @@ def _new_operation(
     now = clock.now()
     guards = _guards(meta, plan.registry, plan.mode)
     toolbox = policy_toolbox(plan, store.data_dir, clock)
-    source: JSONObject = {
-        "replay": str(Path(plan.cassette.path).resolve()),
-        "conversation": index,
-        "interactions": list(conversation.indices),
-        "results": plan.mode,
-        "tools": "registry" if plan.registry is not None else "recorded",
-        "strict_requests": options.strict_requests,
-    }
-    if plan.mode == "live":
-        source["data_dir"] = str(store.data_dir / "replay-data" / op_id)
+    cassette = str(Path(plan.cassette.path).resolve())
+    live = plan.mode == "live"
+    source = ReplaySource(
+        replay=cassette,
+        conversation=index,
+        interactions=list(conversation.indices),
+        results=plan.mode,
+        tools="registry" if plan.registry is not None else "recorded",
+        strict_requests=options.strict_requests,
+        data_dir=str(store.data_dir / "replay-data" / op_id) if live else None,
+    )
     registry = plan.registry
     return OperationRecord(
         operation_id=op_id,
@@ -271,13 +282,12 @@ def _new_operation(
         provider=provider,
         api_family=api_family,
         model=settings.model,
-        transport="replay",
         adapter_revision=adapter.revision,
         tenant=options.tenant or str(meta.get("tenant") or "default"),
         subject=str(meta.get("subject") or "operator"),
         registry_name=registry.name if registry else "recorded",
         registry_revision=registry.revision if registry else "recorded",
-        registry_path=str(registry.path.resolve()) if registry else source["replay"],
+        registry_path=str(registry.path.resolve()) if registry else cassette,
         registry_sha256=toolbox.registry_sha256,
         policy_revision=toolbox.policy_revision,
         policy_sha256=toolbox.policy_sha256,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from toolloop_cli.engine import loop
 from toolloop_cli.engine.clock import SystemClock, iso, later
@@ -17,6 +17,7 @@ from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ids import new_operation_id
 from toolloop_cli.engine.ports import Clock, KnowsRecordedModel, Transport
 from toolloop_cli.engine.records import Counters, Guards, OperationRecord
+from toolloop_cli.engine.sources import LiveSource, ReplaySource, Source, TranscriptSource
 from toolloop_cli.engine.states import OpState, is_terminal
 from toolloop_cli.engine.types import ModelSettings
 from toolloop_cli.errors import (
@@ -114,14 +115,14 @@ def _new_operation(
 ) -> tuple[OperationRecord, Transport]:
     if (options.transcript is None) == (options.provider is None):
         raise UsageError("give exactly one of --transcript CASSETTE or --provider NAME")
-    source: dict[str, object]
+    transcript: str | None = None
+    url = ""
     if options.transcript is not None:
         path = options.transcript.resolve()
         replay, (provider, api_family) = transcript_transport(path)
         transport = transport or replay
         model = options.model or _recorded_model(replay) or "recorded"
-        source = {"transcript": str(path)}
-        transport_name = "transcript"
+        transcript = str(path)
     else:
         assert options.provider is not None
         if not options.model:
@@ -133,20 +134,23 @@ def _new_operation(
             raise UsageError(f"unknown provider {provider!r}; known: {known}")
         spec = PROVIDERS[provider]
         api_family = spec.family
-        source = {"base_url": scrub_uri(base_url(provider))}  # no user:password@ in the store
+        url = scrub_uri(base_url(provider))  # no user:password@ in the store
         provider = spec.provider  # gemini-generate is gemini
-        transport_name = "live" if provider != "scripted" else "scripted"
-    if options.record is not None:
-        source["record"] = str(_record_path(options, store))
-    adapter = make_adapter(provider, api_family, str(source.get("base_url") or "") or None)
+    record = str(_record_path(options, store)) if options.record is not None else None
+    adapter = make_adapter(provider, api_family, url or None)
     price = price_for(model, load_prices(options.prices))
     if guards.max_cost_usd is not None and price is None:
         raise UsageError(
             f"no price known for model {model!r}: a cost budget needs one "
             "(add it to a price file and pass --prices FILE)"
         )
-    if price is not None:
-        source["price"] = {"model": model, **price}
+    rates = None if price is None else {"model": model, **price}
+    source: Source
+    if transcript is not None:
+        source = TranscriptSource(transcript=transcript, record=record, price=rates)
+    else:
+        kind: Literal["live", "scripted"] = "live" if provider != "scripted" else "scripted"
+        source = LiveSource(kind=kind, base_url=url, record=record, price=rates)
     now = clock.now()
     settings = ModelSettings(
         model=model, stream=options.stream, max_output_tokens=options.max_output_tokens
@@ -158,7 +162,6 @@ def _new_operation(
         provider=provider,
         api_family=api_family,
         model=model,
-        transport=transport_name,
         adapter_revision=adapter.revision,
         tenant=options.tenant,
         subject=options.subject,
@@ -208,7 +211,7 @@ def open_operation(
 ) -> Deps:
     """The dependencies to step an existing operation, from what the store recorded."""
     op = store.get_operation(operation_id, tenant)
-    if op.transport == "replay":
+    if isinstance(op.source, ReplaySource):
         from toolloop_cli.replay.deps import replay_deps
 
         return replay_deps(store, op, clock=clock, on_event=on_event, transport=transport)

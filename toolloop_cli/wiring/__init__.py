@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 from pydantic import ValidationError
 
@@ -19,6 +19,7 @@ from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ports import Clock, Flushable, ModelAdapter, Toolbox, Transport
 from toolloop_cli.engine.records import Guards, OperationRecord
+from toolloop_cli.engine.sources import LiveSource, ReplaySource, TranscriptSource
 from toolloop_cli.engine.types import CallContext, JSONObject, ToolExecution, ToolInfo, ToolSpec
 from toolloop_cli.errors import RegistryError, UsageError
 from toolloop_cli.store import Store
@@ -240,25 +241,36 @@ def deps_for(
     ``toolbox`` replaces the registry's (a replay answers calls from its recording); an
     operation started with ``--record`` gets its transport wrapped in a recorder.
     """
-    source = op.source
-    if transport is None:
-        if op.transport == "transcript":
-            transport, _ = transcript_transport(Path(source["transcript"]), op.counters.requests)
-        else:
-            transport = live_transport(op.provider)
-    adapter = make_adapter(
-        op.provider, op.api_family, stored_base_url(op.provider, source.get("base_url"))
-    )
+    base: str | None = None
+    record: str | None = None
+    price: JSONObject | None = None
+    data_dir = store.data_dir
+    match op.source:
+        case TranscriptSource():
+            if transport is None:
+                path = Path(op.source.transcript)
+                transport, _ = transcript_transport(path, op.counters.requests)
+            record, price = op.source.record, op.source.price
+        case LiveSource():
+            transport = transport or live_transport(op.provider)
+            base = stored_base_url(op.provider, op.source.base_url)
+            record, price = op.source.record, op.source.price
+        case ReplaySource():
+            if transport is None:  # replay.deps builds it from the cassette
+                raise AssertionError("internal error: a replay's transport is handed in")
+            data_dir = Path(op.source.data_dir) if op.source.data_dir else data_dir
+        case _:  # pragma: no cover - the union has no other member
+            assert_never(op.source)
+    adapter = make_adapter(op.provider, op.api_family, base)
     engine_clock: Clock = clock if clock is not None else SystemClock()
     if toolbox is None:
         if registry is None:
             raise UsageError(f"operation {op.operation_id} needs its registry to run tools")
-        data_dir = Path(source["data_dir"]) if source.get("data_dir") else store.data_dir
         toolbox = RegistryToolbox(
             registry, data_dir, lambda: engine_clock.now().timestamp(), provider=op.provider
         )
-    if source.get("record"):
-        transport = recording_transport(store, op, transport, toolbox)
+    if record:
+        transport = recording_transport(store, op, transport, toolbox, record)
     deps = Deps(
         store=store,
         adapter=adapter,
@@ -267,16 +279,16 @@ def deps_for(
         clock=engine_clock,
         failpoint=failpoints.hit,
     )
-    price = op.source.get("price")
-    if isinstance(price, dict):
-        deps.cost_of = lambda model, usage: pricing.cost(price, usage)
+    if price is not None:
+        rates = price
+        deps.cost_of = lambda model, usage: pricing.cost(rates, usage)
     if on_event is not None:
         deps.on_event = on_event
     return deps
 
 
 def recording_transport(
-    store: Store, op: OperationRecord, transport: Transport, toolbox: Toolbox
+    store: Store, op: OperationRecord, transport: Transport, toolbox: Toolbox, record: str
 ) -> Transport:
     """``transport`` wrapped to append each exchange to ``op``'s ``--record`` cassette."""
     from toolloop_cli.transcripts.record import (
@@ -294,7 +306,7 @@ def recording_transport(
         return operation_metadata(current, store.calls(op_id), store.approvals(op_id), toolbox)
 
     keep = answered_requests(store.turns(op_id))
-    return RecordingTransport(transport, op.source["record"], metadata=metadata, keep=keep)
+    return RecordingTransport(transport, record, metadata=metadata, keep=keep)
 
 
 def flush_recording(deps: Deps) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.engine.context import Deps
-from toolloop_cli.engine.ports import Clock, Toolbox, Transport
+from toolloop_cli.engine.ports import Clock, ModelAdapter, Toolbox, Transport
 from toolloop_cli.engine.records import OperationRecord
 from toolloop_cli.engine.sources import ReplaySource
 from toolloop_cli.engine.states import CallState
@@ -105,6 +105,8 @@ def plan_deps(
     clock: Clock,
     on_event: Callable[[str, dict[str, object]], None] | None,
     transport: Transport | None,
+    *,
+    adapter: ModelAdapter | None = None,
 ) -> Deps:
     conversation = plan.conversation
     if transport is None:
@@ -132,6 +134,7 @@ def plan_deps(
         on_event=on_event,
         transport=transport,
         toolbox=toolbox,
+        adapter=adapter,
     )
     deps.sleep = lambda seconds: None  # a recorded retry is answered at once
     if cursor is not None and not plan.meta:

@@ -235,11 +235,13 @@ def deps_for(
     on_event: Callable[[str, dict[str, object]], None] | None = None,
     transport: Transport | None = None,
     toolbox: Toolbox | None = None,
+    adapter: ModelAdapter | None = None,
 ) -> Deps:
     """Everything needed to step ``op``, rebuilt from what the store recorded about it.
 
     ``toolbox`` replaces the registry's (a replay answers calls from its recording); an
-    operation started with ``--record`` gets its transport wrapped in a recorder.
+    operation started with ``--record`` gets its transport wrapped in a recorder. ``adapter``
+    is the one its caller already built for this operation (it is built once).
     """
     base: str | None = None
     record: str | None = None
@@ -261,7 +263,7 @@ def deps_for(
             data_dir = Path(op.source.data_dir) if op.source.data_dir else data_dir
         case _:  # pragma: no cover - the union has no other member
             assert_never(op.source)
-    adapter = make_adapter(op.provider, op.api_family, base)
+    adapter = adapter or make_adapter(op.provider, op.api_family, base)
     engine_clock: Clock = clock if clock is not None else SystemClock()
     if toolbox is None:
         if registry is None:

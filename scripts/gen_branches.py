@@ -28,6 +28,7 @@ from unittest import mock
 
 from toolloop_cli.service import approvals, operations
 from toolloop_cli.store import open_store
+from toolloop_cli.wiring import records
 
 from . import ROOT
 from .branch_answers import PROVIDERS, START, Item, Provider, Scripted, call, cut_call, say
@@ -174,7 +175,7 @@ def _environment(branch: Branch, seed: str) -> Iterator[None]:
     digest = hashlib.sha256(seed.encode()).hexdigest()
     try:
         _set(names)
-        with mock.patch.object(operations, "new_operation_id", lambda: f"op_{digest[:32]}"):
+        with mock.patch.object(records, "new_operation_id", lambda: f"op_{digest[:32]}"):
             yield
     finally:
         _set(saved)

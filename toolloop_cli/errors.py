@@ -15,6 +15,7 @@ each into exit code 2 and one line on stderr. Anything else escaping is a bug.
         TamperedStore            a stored value no longer matches its hash; never repaired
       ApprovalError              expired, wrong approver, already decided, digest or policy mismatch
         AlreadyDecided           a second decision on the same approval
+      RegistryDrift              a tool changed or was removed since a call of it was allowed
       OperationNotFound          no such operation (or approval) for this tenant
       OperationTerminal          the operation is terminal: nothing to step or resume
       OperationBusy              another live process holds the operation's lease
@@ -43,6 +44,7 @@ __all__ = [
     "OperationBusy",
     "OperationNotFound",
     "OperationTerminal",
+    "RegistryDrift",
     "RegistryError",
     "StoreError",
     "TamperedStore",
@@ -127,6 +129,14 @@ class ApprovalError(ToolloopError):
 
 class AlreadyDecided(ApprovalError):
     """The approval already has a decision; the first one stands."""
+
+
+class RegistryDrift(ToolloopError):
+    """A tool's definition changed (or it left the registry) after a call of it was allowed.
+
+    Nothing runs under a definition the call was not checked (or approved) against; restoring
+    the registry lets the operation continue.
+    """
 
 
 class OperationNotFound(ToolloopError):

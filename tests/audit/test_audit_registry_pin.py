@@ -12,6 +12,7 @@ import yaml
 from support.cli import Invoke, json_out
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
 
+from toolloop_cli.errors import RegistryDrift
 from toolloop_cli.examples.refunds import ledger_refunds
 from toolloop_cli.service import operations
 from toolloop_cli.service.verify import verify_store
@@ -90,6 +91,33 @@ def test_resume_refuses_when_the_registry_changed_under_a_pending_approval(
     assert all(m["operation_id"] == op_id for m in drift["mismatches"])
 
 
+ERROR_TYPES = {
+    "tool schema": "RegistryDrift",
+    "tool timeout": "RegistryDrift",
+    "tool removed": "RegistryDrift",
+    "policy revision": "ApprovalError",
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_a_changed_tool_is_registry_drift_with_exit_2_and_one_line(
+    cli: Invoke, registry: Path, change: str
+) -> None:
+    """A changed or removed tool is its own error type; a changed policy stays an approval
+    refusal. Either way the command exits 2 with one line naming what changed."""
+    op_id, apr = paused(cli, registry)
+    assert cli("approve", apr, "--as", "ops-lead").exit_code == 0
+    edit(registry, CHANGES[change])
+    result = cli("resume", op_id, "--json")
+    assert result.exit_code == 2
+    payload = json_out(result)
+    assert payload["error_type"] == ERROR_TYPES[change]
+    assert NEEDLES[change] in payload["error"] and "not run" in payload["error"]
+    assert [line for line in result.stderr.splitlines() if line.strip()] == [
+        f"error: {payload['error']}"
+    ]
+
+
 def test_the_same_registry_reordered_and_reformatted_is_accepted(
     cli: Invoke, store_path: Path, registry: Path
 ) -> None:
@@ -125,7 +153,7 @@ def test_a_call_allowed_by_policy_does_not_run_under_a_changed_tool(
         operations.start(store, options, on_event=crash)
     (op,) = store.list_operations()
     edit(registry, lambda d: d["tools"]["get_order"].update(max_result_bytes=100))
-    with pytest.raises(Exception, match="get_order changed in the registry"):
+    with pytest.raises(RegistryDrift, match="get_order changed in the registry"):
         operations.resume(store, op.operation_id)
     (call,) = store.calls(op.operation_id)
     assert call.state.value == "APPROVED" and call.started_at is None

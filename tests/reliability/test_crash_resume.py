@@ -71,3 +71,26 @@ def test_every_failpoint_name_is_documented_once() -> None:
     source = "".join(p.read_text() for p in PACKAGE.rglob("*.py"))
     for name in FAILPOINTS:
         assert f'failpoint("{name}")' in source, name
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("run", TASK, "--registry", str(REGISTRY), "--transcript", str(REFUND_OPENAI)),
+        ("replay", str(REFUND_OPENAI)),
+    ],
+    ids=["run", "replay"],
+)
+def test_a_kill_right_after_the_start_commit_leaves_an_operation_resume_finishes(
+    cli: Invoke, store_path: Path, command: tuple[str, ...]
+) -> None:
+    """``run`` and ``replay`` begin an operation the same way (``loop.begin``), so both stop
+    at ``after_start_commit`` with the operation and its conversation stored, nothing sent."""
+    killed = toolloop(store_path, *command, failpoint="after_start_commit")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    (op,) = json_out(cli("runs", "--json"))["operations"]
+    assert op["state"] == "MODEL_REQUESTED" and op["counters"]["requests"] == 0
+    assert cli("verify").exit_code == 0
+    resumed = toolloop(store_path, "resume", op["operation_id"], "--json")
+    assert resumed.returncode in (0, 10), resumed.stderr
+    assert cli("verify").exit_code == 0

@@ -614,6 +614,7 @@ def _history(upto: int) -> Any:
         OperationRecord,
         TurnRecord,
     )
+    from toolloop_cli.engine.sources import LiveSource
     from toolloop_cli.engine.states import CallState, OpState
     from toolloop_cli.engine.types import TurnOutcome, Usage
     from toolloop_cli.telemetry.model import History
@@ -689,7 +690,6 @@ def _history(upto: int) -> Any:
         provider="anthropic",
         api_family="messages",
         model="claude-x",
-        transport="live",
         adapter_revision="anthropic-messages/1",
         tenant="t",
         subject="s",
@@ -699,7 +699,7 @@ def _history(upto: int) -> Any:
         registry_sha256="sha256:g",
         policy_revision="p1",
         settings={"model": "claude-x"},
-        source={"base_url": "https://api.anthropic.com"},
+        source=LiveSource(base_url="https://api.anthropic.com"),
         guards=Guards(),
         counters=Counters(),
         final_text="done: rf_1" if upto >= 11 else None,

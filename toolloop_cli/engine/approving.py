@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from toolloop_cli.errors import ApprovalError, TamperedStore
+from toolloop_cli.errors import ApprovalError, RegistryDrift, TamperedStore
 
 from . import envelopes
 from .clock import iso, parse_iso
@@ -108,7 +108,7 @@ def _check_pin(deps: Deps, call: CallRecord, apr: ApprovalRecord) -> None:
     tool = deps.toolbox.lookup(call.name)
     if tool is None or tool.sha256 != apr.tool_sha256:
         change = "was removed" if tool is None else f"changed (now {tool.sha256[:19]}…)"
-        raise ApprovalError(
+        raise RegistryDrift(
             f"tool {call.name} {change} in the registry since approval {apr.approval_id} "
             "was requested: the call was not run; restore the registry, or deny the approval "
             "and resume"

@@ -9,7 +9,7 @@ reconciliation, through the same key.
 
 from __future__ import annotations
 
-from toolloop_cli.errors import ApprovalError
+from toolloop_cli.errors import RegistryDrift
 
 from . import envelopes, guards, parallel
 from .clock import parse_iso
@@ -94,7 +94,7 @@ def _refuse_drift(deps: Deps, calls: list[CallRecord]) -> None:
         tool = deps.toolbox.lookup(call.name)
         if tool is None or tool.sha256 != call.tool_sha256:
             change = "was removed from" if tool is None else "changed in"
-            raise ApprovalError(
+            raise RegistryDrift(
                 f"tool {call.name} {change} the registry since call {call.call_id} was "
                 f"allowed under {call.tool_sha256}: nothing was run; restore the registry "
                 "to continue"

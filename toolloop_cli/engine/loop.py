@@ -147,3 +147,33 @@ def resume(
             "nothing was run"
         )
     return run(deps, operation_id, after_step=after_step, op=op)
+
+
+def begin(
+    deps: Deps,
+    op: OperationRecord,
+    task: str,
+    *,
+    history: list[dict[str, object]] | None = None,
+) -> OperationRecord:
+    """Store a new operation and the conversation it starts from, in one transaction.
+
+    The conversation is the adapter's for ``task``, or ``history`` when the operation goes on
+    from one (a replayed recording's first request). Its creation is the transition
+    ``None -> MODEL_REQUESTED``, checked and logged like every other; nothing is sent yet.
+    """
+    from .machine import check_op_transition
+    from .types import ModelSettings
+
+    check_op_transition(None, op.state)
+    with deps.store.transaction():
+        deps.store.insert_operation(op)
+        deps.store.log_transition(op.operation_id, "operation", None, op.state.value, op.created_at)
+        items = (
+            history
+            if history is not None
+            else deps.adapter.start(task, ModelSettings(**op.settings))
+        )
+        deps.store.append_items(op.operation_id, items)
+    deps.failpoint("after_start_commit")
+    return op

@@ -7,10 +7,11 @@ from toolloop_cli.errors import IllegalTransition
 from .states import CALL_TRANSITIONS, OP_TRANSITIONS, CallState, OpState
 
 
-def check_op_transition(source: OpState, target: OpState) -> None:
-    """Raise ``IllegalTransition`` unless ``source -> target`` is in ``OP_TRANSITIONS``."""
+def check_op_transition(source: OpState | None, target: OpState) -> None:
+    """Raise ``IllegalTransition`` unless ``source -> target`` is in ``OP_TRANSITIONS``
+    (``source`` None: the operation's creation)."""
     if target not in OP_TRANSITIONS[source]:
-        raise IllegalTransition("operation", source.value, target.value)
+        raise IllegalTransition("operation", str(source), target.value)
 
 
 def check_call_transition(source: CallState, target: CallState) -> None:

@@ -112,6 +112,22 @@ class Transport(Protocol):
     def send(self, request: HttpRequest) -> HttpResponse: ...
 
 
+@runtime_checkable
+class Flushable(Protocol):
+    """A transport that keeps something to write out once a run ends (``--record``'s
+    cassette, whose metadata says how the operation ended). Optional."""
+
+    def flush(self) -> None: ...
+
+
+@runtime_checkable
+class KnowsRecordedModel(Protocol):
+    """A transport over a recording that can say which model the recording asked for, so an
+    operation started from it is shown under that model. Optional."""
+
+    def recorded_model(self) -> str | None: ...
+
+
 class Toolbox(Protocol):
     """The registry as the engine uses it: lookup by exact name, validation, execution."""
 

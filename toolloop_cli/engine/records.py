@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .sources import Source
 from .states import ApprovalStatus, CallState, OpState
 from .types import ApiError, JSONObject, TurnOutcome, Usage
 
@@ -61,7 +62,6 @@ class OperationRecord(BaseModel):
     provider: str
     api_family: str
     model: str
-    transport: str
     adapter_revision: str
     tenant: str
     subject: str
@@ -71,7 +71,8 @@ class OperationRecord(BaseModel):
     registry_sha256: str
     policy_revision: str
     settings: JSONObject
-    source: JSONObject = Field(default_factory=dict)  # transcript path or live base URL
+    #: where its model turns come from (its ``kind`` is the store's ``transport`` column)
+    source: Source
     guards: Guards
     counters: Counters
     current_turn: int | None = None
@@ -85,6 +86,11 @@ class OperationRecord(BaseModel):
     #: what a replay found when it compared its requests with the recording (``requests``
     #: compared, ``divergences``), written once when the replay ends; None for other runs
     divergence_check: JSONObject | None = None
+
+    @property
+    def transport(self) -> str:
+        """How its model turns arrive: ``transcript``, ``live``, ``scripted`` or ``replay``."""
+        return self.source.kind
 
 
 class TurnRecord(BaseModel):

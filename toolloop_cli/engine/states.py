@@ -56,8 +56,10 @@ TERMINAL: frozenset[OpState] = frozenset(
     }
 )
 
-#: Every operation transition the engine may make. MODEL_REQUESTED -> MODEL_REQUESTED is a retry.
-OP_TRANSITIONS: dict[OpState, frozenset[OpState]] = {
+#: Every operation transition the engine may make. None -> MODEL_REQUESTED is its creation
+#: (``loop.begin``); MODEL_REQUESTED -> MODEL_REQUESTED is a retry.
+OP_TRANSITIONS: dict[OpState | None, frozenset[OpState]] = {
+    None: frozenset({O.MODEL_REQUESTED}),
     O.MODEL_REQUESTED: frozenset(
         {
             O.MODEL_REQUESTED,

@@ -223,20 +223,35 @@ class CallContext:
     max_result_bytes: int | None = None  # the operation's cap on the tool's own result size
 
 
+class ExecutionStatus(StrEnum):
+    """How a handler run ended. The values are stored (a call's ``protected_audit``) and
+    shown in JSON as they are: a member is its string."""
+
+    OK = "ok"  # returned a JSON value within the size cap and the result schema
+    TOOL_ERROR = "tool_error"  # raised ToolError: a business error the model is told
+    FAILED = "failed"  # raised anything else, or returned something that is not JSON
+    TIMED_OUT = "timed_out"  # overran its timeout or the operation's deadline
+    RESULT_TOO_LARGE = "result_too_large"  # returned more bytes than its cap
+    INVALID_RESULT = "invalid_result"  # returned a value outside its result_schema
+    ESCALATE = "escalate"  # raised Escalate: a person must look
+
+
 @dataclass(frozen=True)
 class ToolExecution:
-    """How one handler run ended. ``status`` is one of EXECUTION_STATUSES."""
+    """How one handler run ended (a recorded result replayed ends the same way)."""
 
-    status: str
+    status: ExecutionStatus
+    #: the JSON value the handler returned (status ok only), as its canonical JSON reads back
     value: Any = None
+    #: for the model or the operator: the ToolError text, "<ExceptionType>: msg", the violations
     error: str | None = None
+    #: UTF-8 bytes of the canonical JSON of the value
     result_bytes: int = 0
     duration_ms: float = 0.0
 
-
-EXECUTION_STATUSES = frozenset(
-    {"ok", "tool_error", "failed", "timed_out", "result_too_large", "invalid_result", "escalate"}
-)
+    def __post_init__(self) -> None:
+        # a status given as its string is the member; any other string is refused here
+        object.__setattr__(self, "status", ExecutionStatus(self.status))
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.engine.context import Deps
-from toolloop_cli.engine.ports import Clock, Toolbox, Transport
+from toolloop_cli.engine.ports import Clock, ModelAdapter, Toolbox, Transport
 from toolloop_cli.engine.records import OperationRecord
+from toolloop_cli.engine.sources import ReplaySource
 from toolloop_cli.engine.states import CallState
 from toolloop_cli.engine.types import JSONObject, RecordedResult, ToolSpec
 from toolloop_cli.errors import TranscriptError
@@ -31,7 +32,18 @@ from toolloop_cli.transcripts.record import METADATA_KEY
 from toolloop_cli.transcripts.transport import ReplayTransport
 from toolloop_cli.wiring import RegistryToolbox, deps_for
 
-__all__ = ["Plan", "meta_list", "plan_deps", "policy_toolbox", "recorded_table", "replay_deps"]
+__all__ = [
+    "Plan",
+    "ResultMode",
+    "meta_list",
+    "plan_deps",
+    "policy_toolbox",
+    "recorded_table",
+    "replay_deps",
+]
+
+#: ``live`` runs the registry's handlers; ``recorded`` answers calls from the recording
+ResultMode = Literal["live", "recorded"]
 
 
 @dataclass
@@ -42,7 +54,7 @@ class Plan:
     conversation: Conversation
     meta: dict[str, Any]
     registry: Registry | None
-    mode: str
+    mode: ResultMode
 
 
 def policy_toolbox(
@@ -94,6 +106,8 @@ def plan_deps(
     clock: Clock,
     on_event: Callable[[str, dict[str, object]], None] | None,
     transport: Transport | None,
+    *,
+    adapter: ModelAdapter | None = None,
 ) -> Deps:
     conversation = plan.conversation
     if transport is None:
@@ -122,6 +136,7 @@ def plan_deps(
         on_event=on_event,
         transport=transport,
         toolbox=toolbox,
+        adapter=adapter,
     )
     deps.sleep = lambda seconds: None  # a recorded retry is answered at once
     if cursor is not None and not plan.meta:
@@ -130,8 +145,8 @@ def plan_deps(
 
 
 def _data_dir(store: Store, op: OperationRecord) -> Path:
-    folder = op.source.get("data_dir")
-    return Path(folder) if isinstance(folder, str) and folder else store.data_dir
+    folder = op.source.data_dir if isinstance(op.source, ReplaySource) else None
+    return Path(folder) if folder else store.data_dir
 
 
 def recorded_table(conversation: Conversation) -> list[dict[str, RecordedResult]]:
@@ -194,15 +209,17 @@ def replay_deps(
 ) -> Deps:
     """The dependencies to step or resume a replay operation, rebuilt from its source."""
     source = op.source
-    cassette = load_cassette(source["replay"])
+    if not isinstance(source, ReplaySource):
+        raise AssertionError(f"internal error: operation {op.operation_id} is not a replay")
+    cassette = load_cassette(source.replay)
     split = split_conversations(cassette)
-    index = int(source.get("conversation", 0))
+    index = source.conversation
     if index >= len(split.conversations):
         raise TranscriptError(
             f"transcript {cassette.path} changed: it has no conversation {index + 1} any more"
         )
     meta = cassette.metadata.get(METADATA_KEY)
     own = meta if isinstance(meta, dict) and len(split.conversations) == 1 else {}
-    registry = load_registry(op.registry_path) if source.get("tools") == "registry" else None
-    plan = Plan(cassette, split.conversations[index], own, registry, str(source["results"]))
+    registry = load_registry(op.registry_path) if source.tools == "registry" else None
+    plan = Plan(cassette, split.conversations[index], own, registry, source.results)
     return plan_deps(store, op, plan, clock or SystemClock(), on_event, transport)

@@ -26,6 +26,7 @@ from toolloop_cli.audit.canonical import canonical_bytes, sha256_of
 from toolloop_cli.engine.ports import Toolbox
 from toolloop_cli.engine.types import (
     CallContext,
+    ExecutionStatus,
     JSONObject,
     RecordedResult,
     ToolExecution,
@@ -39,13 +40,16 @@ from .divergence import is_envelope
 __all__ = ["Cursor", "DeclaredTools", "RecordedToolbox", "execution_of"]
 
 #: Error envelope codes a handler's outcome produces, and the execution status behind each.
+S = ExecutionStatus
+
+#: the error codes of a result envelope, by the handler outcome that writes each
 _HANDLER_CODES = {
-    "tool_error": "tool_error",
-    "timeout": "timed_out",
-    "result_too_large": "result_too_large",
-    "invalid_result": "invalid_result",
-    "tool_failed": "failed",
-    "escalated": "escalate",
+    "tool_error": S.TOOL_ERROR,
+    "timeout": S.TIMED_OUT,
+    "result_too_large": S.RESULT_TOO_LARGE,
+    "invalid_result": S.INVALID_RESULT,
+    "tool_failed": S.FAILED,
+    "escalated": S.ESCALATE,
 }
 _ESCALATED_PREFIX = "the call was stopped for a person: "
 DEFAULT_MAX_ARGUMENT_BYTES = 65_536
@@ -157,7 +161,7 @@ class DeclaredTools:
         return [] if spec is None else self._check(spec, arguments)
 
     def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution:
-        return ToolExecution("failed", error=f"{name} has no handler: it was only recorded")
+        return ToolExecution(S.FAILED, error=f"{name} has no handler: it was only recorded")
 
     def reconcile(
         self, name: str, arguments: JSONObject, context: CallContext
@@ -241,7 +245,7 @@ class RecordedToolbox:
         reconciled = self._reconciled(context.call_id)
         result = self._result(context.call_id)
         if result is None and self.foreign:
-            return ToolExecution("tool_error", error="the recording has no result for this call")
+            return ToolExecution(S.TOOL_ERROR, error="the recording has no result for this call")
         return execution_of(result, reconciled=reconciled)
 
     def reconcile(
@@ -256,9 +260,9 @@ class RecordedToolbox:
 def execution_of(result: RecordedResult | None, reconciled: bool = False) -> ToolExecution:
     """The handler outcome that makes the engine send ``result`` again."""
     if result is None:
-        return ToolExecution("failed", error="the recording has no result for this call")
+        return ToolExecution(S.FAILED, error="the recording has no result for this call")
     if reconciled:
-        return ToolExecution("timed_out", error="timed out, as recorded; reconciled next")
+        return ToolExecution(S.TIMED_OUT, error="timed out, as recorded; reconciled next")
     value = result.value
     if is_envelope(value):
         if value["ok"]:
@@ -267,16 +271,16 @@ def execution_of(result: RecordedResult | None, reconciled: bool = False) -> Too
         status = _HANDLER_CODES.get(code) if isinstance(code, str) else None
         if status is None:
             return ToolExecution(
-                "failed", error=f"the recording answered with {code!r}, which no handler produces"
+                S.FAILED, error=f"the recording answered with {code!r}, which no handler produces"
             )
-        if status == "escalate":
+        if status is S.ESCALATE:
             message = message.removeprefix(_ESCALATED_PREFIX)
         return ToolExecution(status, error=message)
     if result.is_error:
         text = value if isinstance(value, str) else canonical_bytes(value).decode("utf-8")
-        return ToolExecution("tool_error", error=text)
+        return ToolExecution(S.TOOL_ERROR, error=text)
     return _ok(value)
 
 
 def _ok(value: Any) -> ToolExecution:
-    return ToolExecution("ok", value=value, result_bytes=len(canonical_bytes(value)))
+    return ToolExecution(S.OK, value=value, result_bytes=len(canonical_bytes(value)))

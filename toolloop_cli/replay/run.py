@@ -18,16 +18,24 @@ from pathlib import Path
 from typing import Any
 
 from toolloop_cli.audit.canonical import canonical_bytes
-from toolloop_cli.engine.clock import SystemClock, iso, later, parse_iso
+from toolloop_cli.engine import loop
+from toolloop_cli.engine.clock import SystemClock, parse_iso
 from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ids import new_operation_id
-from toolloop_cli.engine.ports import Clock
-from toolloop_cli.engine.records import Counters, Guards, OperationRecord
+from toolloop_cli.engine.ports import Clock, ModelAdapter
+from toolloop_cli.engine.records import Guards, OperationRecord
+from toolloop_cli.engine.sources import ReplaySource
 from toolloop_cli.engine.states import OpState
 from toolloop_cli.engine.types import JSONObject, ModelSettings
 from toolloop_cli.errors import AdapterError, CanonicalJSONError, TranscriptError, UsageError
 from toolloop_cli.replay.decisions import Decisions, ReplayClock, drive
-from toolloop_cli.replay.deps import Plan, plan_deps, policy_toolbox, recorded_table
+from toolloop_cli.replay.deps import (
+    Plan,
+    ResultMode,
+    plan_deps,
+    policy_toolbox,
+    recorded_table,
+)
 from toolloop_cli.replay.divergence import (
     Divergence,
     compare_outcome,
@@ -42,6 +50,7 @@ from toolloop_cli.transcripts.cassette import load_cassette
 from toolloop_cli.transcripts.record import METADATA_KEY
 from toolloop_cli.transcripts.transport import ReplayTransport
 from toolloop_cli.wiring import make_adapter
+from toolloop_cli.wiring.records import Pins, new_operation_record
 
 __all__ = [
     "ReplayOptions",
@@ -97,9 +106,10 @@ def replay(
     on_event: Callable[[str, dict[str, object]], None] | None = None,
 ) -> ReplayReport:
     """Replay every conversation of the cassette as its own operation."""
-    mode = options.results or ("live" if options.registry is not None else "recorded")
-    if mode not in RESULT_MODES:
-        raise UsageError(f"--results must be live or recorded, not {mode!r}")
+    asked = options.results or ("live" if options.registry is not None else "recorded")
+    if asked not in RESULT_MODES:
+        raise UsageError(f"--results must be live or recorded, not {asked!r}")
+    mode: ResultMode = "live" if asked == "live" else "recorded"
     if mode == "live" and options.registry is None:
         raise UsageError("--results live runs the registry's handlers: give --registry FILE")
     registry = load_registry(options.registry) if options.registry is not None else None
@@ -112,33 +122,39 @@ def replay(
         plan = Plan(cassette, conversation, own, registry, mode)
         engine_clock = clock or _replay_clock(plan, options)
         op = _new_operation(store, plan, index, options, engine_clock)
-        started.append((plan, op, _seed(plan, op, index), engine_clock))
-    operations = [
-        _replay_one(store, plan, op, seed, options, engine_clock, on_event)
-        for plan, op, seed, engine_clock in started
-    ]
+        adapter = make_adapter(*conversation.api)  # the operation's one adapter
+        started.append(_Start(plan, op, adapter, _seed(plan, op, adapter, index), engine_clock))
+    operations = [_replay_one(store, start, options, on_event) for start in started]
     return ReplayReport(options.cassette, mode, operations, split.skipped)
+
+
+@dataclass(frozen=True)
+class _Start:
+    """One conversation checked and ready to run as an operation (nothing stored yet)."""
+
+    plan: Plan
+    op: OperationRecord
+    adapter: ModelAdapter
+    #: the conversation it starts from, when its first request carried one
+    history: list[JSONObject] | None
+    clock: Clock
 
 
 def _replay_one(
     store: Store,
-    plan: Plan,
-    op: OperationRecord,
-    seed: list[JSONObject],
+    start: _Start,
     options: ReplayOptions,
-    engine_clock: Clock,
     on_event: Callable[[str, dict[str, object]], None] | None,
 ) -> ReplayedOperation:
-    deps = plan_deps(store, op, plan, engine_clock, on_event, None)
-    with store.transaction():
-        store.insert_operation(op)
-        store.log_transition(op.operation_id, "operation", None, op.state.value, op.created_at)
-        store.append_items(op.operation_id, seed)
+    plan, op = start.plan, start.op
+    deps = plan_deps(store, op, plan, start.clock, on_event, None, adapter=start.adapter)
+    loop.begin(deps, op, op.task, history=start.history)
     waiting, refused = drive(store, deps, op.operation_id, _decisions(plan, options))
     assert isinstance(deps.transport, ReplayTransport)
     divergences = refused + _divergences(store, deps, op.operation_id, plan, options, waiting)
     final = _keep_divergences(store, op.operation_id, divergences)
-    data_dir = op.source.get("data_dir")
+    assert isinstance(op.source, ReplaySource)
+    data_dir = op.source.data_dir
     return ReplayedOperation(
         final.operation_id,
         final.state,
@@ -149,8 +165,11 @@ def _replay_one(
     )
 
 
-def _seed(plan: Plan, op: OperationRecord, index: int) -> list[JSONObject]:
-    """The conversation the operation starts from: its first recorded request's, as recorded.
+def _seed(
+    plan: Plan, op: OperationRecord, adapter: ModelAdapter, index: int
+) -> list[JSONObject] | None:
+    """The conversation the operation starts from: its first recorded request's, as recorded
+    (None: the request carries none, so the adapter starts one from the task).
 
     For a request that already carries earlier calls and their results (another run's
     history, or the turns before a new user message), those are history: sent again as they
@@ -159,13 +178,11 @@ def _seed(plan: Plan, op: OperationRecord, index: int) -> list[JSONObject]:
     written.
     """
     conversation = plan.conversation
-    adapter = make_adapter(*conversation.api)
-    settings = ModelSettings(**op.settings)
     items = conversation_items(conversation.api, conversation.bodies[0])
     if not items:
-        return adapter.start(op.task, settings)
+        return None
     try:
-        adapter.build_request(items, [], settings)
+        adapter.build_request(items, [], ModelSettings(**op.settings))
     except AdapterError as exc:
         raise TranscriptError(
             f"transcript {plan.cassette.path}: conversation {index + 1}: its first request "
@@ -249,46 +266,41 @@ def _new_operation(
         )
     settings = _settings(conversation, body, first.uri, meta)
     provider, api_family = conversation.api
-    adapter = make_adapter(provider, api_family)
     op_id = new_operation_id()
-    now = clock.now()
     guards = _guards(meta, plan.registry, plan.mode)
     toolbox = policy_toolbox(plan, store.data_dir, clock)
-    source: JSONObject = {
-        "replay": str(Path(plan.cassette.path).resolve()),
-        "conversation": index,
-        "interactions": list(conversation.indices),
-        "results": plan.mode,
-        "tools": "registry" if plan.registry is not None else "recorded",
-        "strict_requests": options.strict_requests,
-    }
-    if plan.mode == "live":
-        source["data_dir"] = str(store.data_dir / "replay-data" / op_id)
+    cassette = str(Path(plan.cassette.path).resolve())
+    live = plan.mode == "live"
+    source = ReplaySource(
+        replay=cassette,
+        conversation=index,
+        interactions=list(conversation.indices),
+        results=plan.mode,
+        tools="registry" if plan.registry is not None else "recorded",
+        strict_requests=options.strict_requests,
+        data_dir=str(store.data_dir / "replay-data" / op_id) if live else None,
+    )
     registry = plan.registry
-    return OperationRecord(
-        operation_id=op_id,
-        state=OpState.MODEL_REQUESTED,
-        task=task,
-        provider=provider,
-        api_family=api_family,
-        model=settings.model,
-        transport="replay",
-        adapter_revision=adapter.revision,
-        tenant=options.tenant or str(meta.get("tenant") or "default"),
-        subject=str(meta.get("subject") or "operator"),
+    pins = Pins(
         registry_name=registry.name if registry else "recorded",
         registry_revision=registry.revision if registry else "recorded",
-        registry_path=str(registry.path.resolve()) if registry else source["replay"],
+        registry_path=str(registry.path.resolve()) if registry else cassette,
         registry_sha256=toolbox.registry_sha256,
         policy_revision=toolbox.policy_revision,
         policy_sha256=toolbox.policy_sha256,
-        settings=settings.model_dump(exclude_none=True),
+    )
+    return new_operation_record(
+        operation_id=op_id,
+        task=task,
+        provider=provider,
+        api_family=api_family,
+        settings=settings,
         source=source,
+        pins=pins,
         guards=guards,
-        counters=Counters(),
-        created_at=iso(now),
-        updated_at=iso(now),
-        deadline_at=iso(later(now, guards.deadline_s)),
+        tenant=options.tenant or str(meta.get("tenant") or "default"),
+        subject=str(meta.get("subject") or "operator"),
+        now=clock.now(),
     )
 
 

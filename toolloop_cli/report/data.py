@@ -13,6 +13,7 @@ from typing import Any
 from toolloop_cli import __version__
 from toolloop_cli.engine.clock import SystemClock, iso, parse_iso
 from toolloop_cli.engine.records import CallRecord, OperationRecord, TurnRecord
+from toolloop_cli.engine.sources import ReplaySource
 from toolloop_cli.engine.types import TurnOutcome
 from toolloop_cli.service.diff import diff
 from toolloop_cli.service.verify import verify_store
@@ -244,16 +245,16 @@ def _verify(store: Store, operation_id: str) -> Row:
 
 def _replay(op: OperationRecord) -> Row | None:
     """What a replay found (kept on the operation by ``replay``); None for other runs."""
-    if op.transport != "replay":
-        return None
     source = op.source
+    if not isinstance(source, ReplaySource):
+        return None
     check = op.divergence_check
     return {
-        "cassette": source.get("replay"),
-        "results": source.get("results"),
-        "conversation": source.get("conversation"),
-        "interactions": source.get("interactions"),
-        "strict_requests": source.get("strict_requests"),
+        "cassette": source.replay,
+        "results": source.results,
+        "conversation": source.conversation,
+        "interactions": source.interactions,
+        "strict_requests": source.strict_requests,
         # None: replayed before divergences were kept; the replay has to be run again
         "requests_compared": check.get("requests") if isinstance(check, dict) else None,
         "divergences": check.get("divergences") if isinstance(check, dict) else None,

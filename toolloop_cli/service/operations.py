@@ -9,16 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from toolloop_cli.engine import loop
-from toolloop_cli.engine.clock import SystemClock, iso, later
+from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.engine.context import Deps
-from toolloop_cli.engine.ids import new_operation_id
-from toolloop_cli.engine.ports import Clock, Transport
-from toolloop_cli.engine.records import Counters, Guards, OperationRecord
+from toolloop_cli.engine.ports import Clock, KnowsRecordedModel, Transport
+from toolloop_cli.engine.records import Guards, OperationRecord
+from toolloop_cli.engine.sources import LiveSource, ReplaySource, Source, TranscriptSource
 from toolloop_cli.engine.states import OpState, is_terminal
-from toolloop_cli.engine.types import ModelSettings
+from toolloop_cli.engine.types import JSONObject, ModelSettings
 from toolloop_cli.errors import (
     ApprovalError,
     UsageError,
@@ -35,10 +35,10 @@ from toolloop_cli.wiring import (
     deps_for,
     flush_recording,
     live_transport,
-    make_adapter,
     transcript_transport,
 )
 from toolloop_cli.wiring.pricing import load_prices, price_for
+from toolloop_cli.wiring.records import Pins, new_operation_record
 
 EventSink = Callable[[str, dict[str, object]], None]
 
@@ -79,14 +79,9 @@ def start(
         store, options, registry, guards, clock or SystemClock(), transport
     )
     deps = deps_for(store, op, registry, clock=clock, on_event=on_event, transport=transport)
-    with store.transaction():
-        store.insert_operation(op)
-        store.log_transition(op.operation_id, "operation", None, op.state.value, op.created_at)
-        items = deps.adapter.start(options.task, ModelSettings(**op.settings))
-        store.append_items(op.operation_id, items)
-    deps.failpoint("after_start_commit")
+    loop.begin(deps, op, options.task)
     with lease.held(store, op.operation_id) as held:
-        result = loop.run(deps, op.operation_id, after_step=_renewing(held))
+        result = loop.run(deps, op.operation_id, after_step=_renewing(held), op=op)
         flush_recording(deps)
     return result
 
@@ -110,14 +105,13 @@ def _new_operation(
 ) -> tuple[OperationRecord, Transport]:
     if (options.transcript is None) == (options.provider is None):
         raise UsageError("give exactly one of --transcript CASSETTE or --provider NAME")
-    source: dict[str, object]
+    transcript: str | None = None
+    url = ""
     if options.transcript is not None:
-        path = options.transcript.resolve()
-        replay, (provider, api_family) = transcript_transport(path)
+        transcript = str(options.transcript.resolve())
+        replay, (provider, api_family) = transcript_transport(Path(transcript))
         transport = transport or replay
         model = options.model or _recorded_model(replay) or "recorded"
-        source = {"transcript": str(path)}
-        transport_name = "transcript"
     else:
         assert options.provider is not None
         if not options.model:
@@ -127,52 +121,45 @@ def _new_operation(
         if provider not in PROVIDERS:
             known = ", ".join(sorted(PROVIDERS))
             raise UsageError(f"unknown provider {provider!r}; known: {known}")
+        url = scrub_uri(base_url(provider))  # no user:password@ in the store
         spec = PROVIDERS[provider]
         api_family = spec.family
-        source = {"base_url": scrub_uri(base_url(provider))}  # no user:password@ in the store
         provider = spec.provider  # gemini-generate is gemini
-        transport_name = "live" if provider != "scripted" else "scripted"
-    if options.record is not None:
-        source["record"] = str(_record_path(options, store))
-    adapter = make_adapter(provider, api_family, str(source.get("base_url") or "") or None)
+    record = str(_record_path(options, store)) if options.record is not None else None
+    price = _price(model, options, guards)
+    source: Source
+    if transcript is not None:
+        source = TranscriptSource(transcript=transcript, record=record, price=price)
+    else:
+        kind: Literal["live", "scripted"] = "live" if provider != "scripted" else "scripted"
+        source = LiveSource(kind=kind, base_url=url, record=record, price=price)
+    settings = ModelSettings(
+        model=model, stream=options.stream, max_output_tokens=options.max_output_tokens
+    )
+    op = new_operation_record(
+        task=options.task,
+        provider=provider,
+        api_family=api_family,
+        settings=settings,
+        source=source,
+        pins=Pins.of(registry),
+        guards=guards,
+        tenant=options.tenant,
+        subject=options.subject,
+        now=clock.now(),
+    )
+    return op, transport
+
+
+def _price(model: str, options: RunOptions, guards: Guards) -> JSONObject | None:
+    """The model's price as the operation keeps it; a cost budget without one is refused."""
     price = price_for(model, load_prices(options.prices))
     if guards.max_cost_usd is not None and price is None:
         raise UsageError(
             f"no price known for model {model!r}: a cost budget needs one "
             "(add it to a price file and pass --prices FILE)"
         )
-    if price is not None:
-        source["price"] = {"model": model, **price}
-    now = clock.now()
-    settings = ModelSettings(
-        model=model, stream=options.stream, max_output_tokens=options.max_output_tokens
-    )
-    op = OperationRecord(
-        operation_id=new_operation_id(),
-        state=OpState.MODEL_REQUESTED,
-        task=options.task,
-        provider=provider,
-        api_family=api_family,
-        model=model,
-        transport=transport_name,
-        adapter_revision=adapter.revision,
-        tenant=options.tenant,
-        subject=options.subject,
-        registry_name=registry.name,
-        registry_revision=registry.revision,
-        registry_path=str(registry.path.resolve()),
-        registry_sha256=registry.sha256,
-        policy_revision=registry.policy.revision,
-        policy_sha256=registry.policy.policy_sha256,
-        settings=settings.model_dump(exclude_none=True),
-        source=source,
-        guards=guards,
-        counters=Counters(),
-        created_at=iso(now),
-        updated_at=iso(now),
-        deadline_at=iso(later(now, guards.deadline_s)),
-    )
-    return op, transport
+    return None if price is None else {"model": model, **price}
 
 
 def _record_path(options: RunOptions, store: Store) -> Path:
@@ -190,8 +177,7 @@ def _record_path(options: RunOptions, store: Store) -> Path:
 
 
 def _recorded_model(transport: Transport) -> str | None:
-    model = getattr(transport, "recorded_model", None)
-    return model() if callable(model) else None
+    return transport.recorded_model() if isinstance(transport, KnowsRecordedModel) else None
 
 
 def open_operation(
@@ -217,7 +203,7 @@ def _deps_of(
     transport: Transport | None = None,
 ) -> Deps:
     """``open_operation`` from the operation record already read."""
-    if op.transport == "replay":
+    if isinstance(op.source, ReplaySource):
         from toolloop_cli.replay.deps import replay_deps
 
         return replay_deps(store, op, clock=clock, on_event=on_event, transport=transport)

@@ -110,8 +110,7 @@ class _Requests:
         return sha256_of(adapter.build_request(items, tools, settings).body)
 
     def _adapter(self, op: Mapping[str, Any]) -> ModelAdapter | None:
-        source = json.loads(op["source_json"] or "{}")
-        key = (str(op["provider"]), str(op["api_family"]), source.get("base_url"))
+        key = (str(op["provider"]), str(op["api_family"]), _base_url(op))
         if key not in self._adapters:
             from toolloop_cli.wiring import make_adapter
 
@@ -131,6 +130,17 @@ class _Requests:
                 body = self.rows.blobs[row["item_sha256"]]
                 self._items.setdefault(str(row["operation_id"]), []).append(json.loads(body))
         return self._items.get(operation_id, [])
+
+
+def _base_url(op: Mapping[str, Any]) -> str | None:
+    """The base URL a row's ``source_json`` names; None when it names none, or when the
+    column is not the object toolloop writes (that row is reported, never read further)."""
+    try:
+        source = json.loads(op["source_json"] or "{}")
+    except (TypeError, ValueError):
+        return None
+    base = source.get("base_url") if isinstance(source, dict) else None
+    return base if isinstance(base, str) else None
 
 
 class _Results:

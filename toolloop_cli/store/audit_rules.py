@@ -28,7 +28,6 @@ from toolloop_cli.engine.states import (
     OP_TRANSITIONS,
     ApprovalStatus,
     CallState,
-    OpState,
 )
 
 from .rows import APR_NAMES, CALL_NAMES, OP_NAMES
@@ -71,8 +70,12 @@ HISTORY_RULES: Rules = {
         set_once=_OP_SET_ONCE,
         after_final=_OP_SET_ONCE,
         state="state",
-        moves={s.value: frozenset(t.value for t in to) for s, to in OP_TRANSITIONS.items()},
-        initial=frozenset({OpState.MODEL_REQUESTED.value}),
+        moves={
+            s.value: frozenset(t.value for t in to)
+            for s, to in OP_TRANSITIONS.items()
+            if s is not None
+        },
+        initial=frozenset(t.value for t in OP_TRANSITIONS[None]),
     ),
     "turn": TableRules(once=True),
     "call": TableRules(

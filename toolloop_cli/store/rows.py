@@ -17,7 +17,9 @@ from toolloop_cli.engine.records import (
     Guards,
     OperationRecord,
 )
+from toolloop_cli.engine.sources import parse_source
 from toolloop_cli.engine.states import CallState, OpState
+from toolloop_cli.errors import TamperedStore
 
 OP_COLUMNS = (
     "operation_id, state, task, provider, api_family, model, transport, adapter_revision, "
@@ -85,7 +87,7 @@ def op_row(op: OperationRecord) -> tuple[Any, ...]:
         op.registry_sha256,
         op.policy_revision,
         dump(op.settings),
-        dump(op.source),
+        dump(op.source.stored()),
         dump(op.guards.model_dump()),
         dump(op.counters.model_dump()),
         op.current_turn,
@@ -100,6 +102,10 @@ def op_row(op: OperationRecord) -> tuple[Any, ...]:
 
 
 def op_from_row(r: Sequence[Any]) -> OperationRecord:
+    try:
+        source = parse_source(r[6], json.loads(r[16]))
+    except ValueError as exc:
+        raise TamperedStore(f"operation {r[0]}: {exc}") from None
     return OperationRecord(
         operation_id=r[0],
         state=OpState(r[1]),
@@ -107,7 +113,6 @@ def op_from_row(r: Sequence[Any]) -> OperationRecord:
         provider=r[3],
         api_family=r[4],
         model=r[5],
-        transport=r[6],
         adapter_revision=r[7],
         tenant=r[8],
         subject=r[9],
@@ -117,7 +122,7 @@ def op_from_row(r: Sequence[Any]) -> OperationRecord:
         registry_sha256=r[13],
         policy_revision=r[14],
         settings=json.loads(r[15]),
-        source=json.loads(r[16]),
+        source=source,
         guards=Guards(**json.loads(r[17])),
         counters=Counters(**json.loads(r[18])),
         current_turn=r[19],

@@ -14,6 +14,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from toolloop_cli.engine.records import ApprovalRecord, CallRecord, OperationRecord, TurnRecord
+from toolloop_cli.engine.sources import LiveSource
 from toolloop_cli.engine.states import ApprovalStatus, OpState
 from toolloop_cli.engine.types import TurnOutcome
 
@@ -262,9 +263,9 @@ class _Builder:
             )
 
     def server(self) -> Attributes:
-        base = self.op.source.get("base_url")
-        if not isinstance(base, str):
+        if not isinstance(self.op.source, LiveSource):
             return {}
+        base = self.op.source.base_url
         parts = urlsplit(base)
         if not parts.hostname or parts.scheme not in ("http", "https"):
             return {}

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from toolloop_cli.tools.context import Escalate, ToolContext, ToolError
-    from toolloop_cli.tools.dispatcher import Execution, execute, reconcile
+    from toolloop_cli.tools.dispatcher import execute, reconcile
     from toolloop_cli.tools.registry import (
         Policy,
         Registry,
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Escalate",
-    "Execution",
     "Policy",
     "Registry",
     "ToolContext",
@@ -38,7 +37,6 @@ _HOME = {
     "Escalate": "context",
     "ToolContext": "context",
     "ToolError": "context",
-    "Execution": "dispatcher",
     "execute": "dispatcher",
     "reconcile": "dispatcher",
     "Policy": "registry",

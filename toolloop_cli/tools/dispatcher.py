@@ -2,7 +2,7 @@
 
 The dispatcher is handed a ``ToolDef``, never a name from the model, so there is nothing to look
 up. Whatever a handler does (return, raise, hang, return something that is not JSON or is too
-large) comes back as an ``Execution``; no handler exception escapes.
+large) comes back as the engine's ``ToolExecution``; no handler exception escapes.
 
 A handler that overruns is abandoned in its worker thread (``workers``), not killed: Python
 cannot stop a thread. Its side effect may still happen, which is why side-effecting tools carry
@@ -18,33 +18,17 @@ import json
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from toolloop_cli.audit.canonical import CanonicalJSONError, fast_canonical_bytes
+from toolloop_cli.engine.types import ExecutionStatus, ToolExecution
 from toolloop_cli.tools import workers
 from toolloop_cli.tools.context import Escalate, HandlerTimeout, ToolContext, ToolError
 from toolloop_cli.tools.registry import Handler, ToolDef
 
-__all__ = ["Execution", "ExecutionStatus", "execute", "reconcile"]
+__all__ = ["execute", "reconcile"]
 
-ExecutionStatus = Literal[
-    "ok", "tool_error", "failed", "timed_out", "result_too_large", "invalid_result", "escalate"
-]
-
-
-@dataclass(frozen=True)
-class Execution:
-    """What running a handler amounted to."""
-
-    status: ExecutionStatus
-    #: the JSON value the handler returned (status ok only), as its canonical JSON reads back
-    value: Any = None
-    #: for the model or the operator: the ToolError text, "<ExceptionType>: msg", the violations
-    error: str | None = None
-    #: UTF-8 bytes of the canonical JSON of the value
-    result_bytes: int = 0
-    duration_ms: float = 0.0
+S = ExecutionStatus
 
 
 def execute(
@@ -53,10 +37,10 @@ def execute(
     context: ToolContext,
     *,
     now: Callable[[], float] = time.time,
-) -> Execution:
+) -> ToolExecution:
     """Run ``tool.handler`` for one call and check what it returned."""
     raw = _run(tool.handler, tool, arguments, context, now)
-    if raw.status != "ok":
+    if raw.status is not S.OK:
         return raw
     return _judge(tool, raw.value, raw.duration_ms, context.max_result_bytes)
 
@@ -67,7 +51,7 @@ def reconcile(
     context: ToolContext,
     *,
     now: Callable[[], float] = time.time,
-) -> Execution | None:
+) -> ToolExecution | None:
     """Ask the downstream what became of ``context.idempotency_key``.
 
     ``None`` when the tool cannot be reconciled or the downstream has no record of the intent;
@@ -77,9 +61,9 @@ def reconcile(
     if tool.reconcile is None:
         return None
     raw = _run(tool.reconcile, tool, arguments, context, now)
-    if raw.status == "tool_error":
-        return Execution("failed", error=f"ToolError: {raw.error}", duration_ms=raw.duration_ms)
-    if raw.status != "ok":
+    if raw.status is S.TOOL_ERROR:
+        return ToolExecution(S.FAILED, error=f"ToolError: {raw.error}", duration_ms=raw.duration_ms)
+    if raw.status is not S.OK:
         return raw
     if raw.value is None:
         return None
@@ -105,13 +89,13 @@ def _run(
     arguments: dict[str, Any],
     context: ToolContext,
     now: Callable[[], float],
-) -> Execution:
+) -> ToolExecution:
     """Call ``handler`` on a worker thread; wait no longer than the timeout or the deadline."""
     timeout_ms = min(tool.timeout_ms, context.timeout_ms or tool.timeout_ms)
     budget = min(timeout_ms / 1000, context.deadline - now())
     if budget <= 0:
         error = "timed out after 0 ms: the operation deadline had passed, the handler was not run"
-        return Execution("timed_out", error=error)
+        return ToolExecution(S.TIMED_OUT, error=error)
     outcome = _Outcome()
     # the handler gets its own copy: it must not be able to change what was validated and hashed
     own_arguments = copy.deepcopy(arguments)
@@ -120,22 +104,24 @@ def _run(
     finished = outcome.done.wait(budget)
     duration_ms = (time.monotonic() - started) * 1000
     if not finished:
-        return Execution(
-            "timed_out", error=f"timed out after {round(budget * 1000)} ms", duration_ms=duration_ms
+        return ToolExecution(
+            S.TIMED_OUT, error=f"timed out after {round(budget * 1000)} ms", duration_ms=duration_ms
         )
     if outcome.timed_out is not None:
-        return Execution("timed_out", error=str(outcome.timed_out), duration_ms=duration_ms)
+        return ToolExecution(S.TIMED_OUT, error=str(outcome.timed_out), duration_ms=duration_ms)
     if outcome.tool_error is not None:
-        return Execution("tool_error", error=outcome.tool_error.message, duration_ms=duration_ms)
+        return ToolExecution(
+            S.TOOL_ERROR, error=outcome.tool_error.message, duration_ms=duration_ms
+        )
     if outcome.escalate is not None:
-        return Execution("escalate", error=outcome.escalate.reason, duration_ms=duration_ms)
+        return ToolExecution(S.ESCALATE, error=outcome.escalate.reason, duration_ms=duration_ms)
     if outcome.exception is not None:
         error = f"{type(outcome.exception).__name__}: {outcome.exception}"
-        return Execution("failed", error=error, duration_ms=duration_ms)
+        return ToolExecution(S.FAILED, error=error, duration_ms=duration_ms)
     if not outcome.returned:
         error = "the handler stopped without returning (a BaseException such as SystemExit)"
-        return Execution("failed", error=error, duration_ms=duration_ms)
-    return Execution("ok", value=outcome.value, duration_ms=duration_ms)
+        return ToolExecution(S.FAILED, error=error, duration_ms=duration_ms)
+    return ToolExecution(S.OK, value=outcome.value, duration_ms=duration_ms)
 
 
 def _work(
@@ -166,7 +152,7 @@ async def _awaited(value: Awaitable[Any]) -> Any:
 
 def _judge(
     tool: ToolDef, value: Any, duration_ms: float, max_result_bytes: int | None = None
-) -> Execution:
+) -> ToolExecution:
     """A returned value is only ``ok`` if it is JSON, within the size cap and of the result schema.
 
     The value handed on is the canonical JSON read back: a detached, plain-JSON copy that is
@@ -175,17 +161,19 @@ def _judge(
     try:
         data = fast_canonical_bytes(value)
     except CanonicalJSONError as exc:
-        return Execution("failed", error=f"result is not JSON: {exc}", duration_ms=duration_ms)
+        return ToolExecution(S.FAILED, error=f"result is not JSON: {exc}", duration_ms=duration_ms)
     size = len(data)
     limit = min(tool.max_result_bytes, max_result_bytes or tool.max_result_bytes)
     if size > limit:
         error = f"result is {size} bytes, over the limit of {limit}"
-        return Execution(
-            "result_too_large", error=error, result_bytes=size, duration_ms=duration_ms
+        return ToolExecution(
+            S.RESULT_TOO_LARGE, error=error, result_bytes=size, duration_ms=duration_ms
         )
     plain = json.loads(data)
     violations = tool.result_violations(plain)
     if violations:
         error = "result does not match result_schema: " + "; ".join(violations)
-        return Execution("invalid_result", error=error, result_bytes=size, duration_ms=duration_ms)
-    return Execution("ok", value=plain, result_bytes=size, duration_ms=duration_ms)
+        return ToolExecution(
+            S.INVALID_RESULT, error=error, result_bytes=size, duration_ms=duration_ms
+        )
+    return ToolExecution(S.OK, value=plain, result_bytes=size, duration_ms=duration_ms)

@@ -10,15 +10,16 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 from pydantic import ValidationError
 
 from toolloop_cli.adapters.providers import BASE_URL_ENV, BY_NAME, ProviderSpec
 from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.engine.context import Deps
-from toolloop_cli.engine.ports import Clock, ModelAdapter, Toolbox, Transport
+from toolloop_cli.engine.ports import Clock, Flushable, ModelAdapter, Toolbox, Transport
 from toolloop_cli.engine.records import Guards, OperationRecord
+from toolloop_cli.engine.sources import LiveSource, ReplaySource, TranscriptSource
 from toolloop_cli.engine.types import CallContext, JSONObject, ToolExecution, ToolInfo, ToolSpec
 from toolloop_cli.errors import RegistryError, UsageError
 from toolloop_cli.store import Store
@@ -51,6 +52,12 @@ class RegistryToolbox:
         self.now = now  # the engine's clock, so deadlines and timeouts agree
         self.provider = provider
         self._specs = [spec for spec in registry.tool_specs() if spec.provider in (None, provider)]
+        # built once: the registry is frozen, and a reloaded one gets a toolbox of its own
+        self._infos = {
+            tool.name: _info(tool)
+            for tool in registry.tools.values()
+            if tool.provider_tool is None or tool.provider_tool.provider == provider
+        }
 
     @property
     def registry_sha256(self) -> str:
@@ -80,43 +87,28 @@ class RegistryToolbox:
         return self._specs
 
     def lookup(self, name: str) -> ToolInfo | None:
-        tool = self.registry.get(name)
-        if tool is None or (tool.provider_tool and tool.provider_tool.provider != self.provider):
-            return None
-        return ToolInfo(
-            name=tool.name,
-            schema_version=tool.schema_version,
-            side_effecting=tool.side_effecting,
-            needs_approval=tool.approval == "always",
-            key_fields=tool.key_fields,
-            sha256=tool.sha256,
-            max_argument_bytes=tool.max_argument_bytes,
-            has_reconcile=tool.reconcile is not None,
-            sequential=tool.sequential,
-            provider_type=tool.provider_tool.type if tool.provider_tool else None,
-        )
+        return self._infos.get(name)
 
     def validate(self, name: str, arguments: JSONObject) -> list[str]:
         return self._tool(name).argument_violations(arguments)
 
     def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution:
-        outcome = run_handler(
-            self._tool(name), arguments, self._context(name, context), now=self.now
-        )
-        return _neutral(outcome)
+        return run_handler(self._tool(name), arguments, self._context(name, context), now=self.now)
 
     def reconcile(
         self, name: str, arguments: JSONObject, context: CallContext
     ) -> ToolExecution | None:
-        outcome = run_reconcile(
+        return run_reconcile(
             self._tool(name), arguments, self._context(name, context), now=self.now
         )
-        return None if outcome is None else _neutral(outcome)
 
     def _tool(self, name: str) -> ToolDef:
         tool = self.registry.get(name)
-        if tool is None:  # the engine only asks for tools it looked up
-            raise UsageError(f"tool {name!r} is not in registry {self.registry.name}")
+        if tool is None:  # the engine only asks for tools it looked up: reaching here is a bug
+            raise AssertionError(
+                f"internal error: tool {name!r} was never looked up in registry "
+                f"{self.registry.name}"
+            )
         return tool
 
     def _context(self, name: str, context: CallContext) -> ToolContext:
@@ -134,13 +126,19 @@ class RegistryToolbox:
         )
 
 
-def _neutral(outcome: Any) -> ToolExecution:
-    return ToolExecution(
-        status=outcome.status,
-        value=outcome.value,
-        error=outcome.error,
-        result_bytes=outcome.result_bytes,
-        duration_ms=outcome.duration_ms,
+def _info(tool: ToolDef) -> ToolInfo:
+    """What the engine knows of a registered tool."""
+    return ToolInfo(
+        name=tool.name,
+        schema_version=tool.schema_version,
+        side_effecting=tool.side_effecting,
+        needs_approval=tool.approval == "always",
+        key_fields=tool.key_fields,
+        sha256=tool.sha256,
+        max_argument_bytes=tool.max_argument_bytes,
+        has_reconcile=tool.reconcile is not None,
+        sequential=tool.sequential,
+        provider_type=tool.provider_tool.type if tool.provider_tool else None,
     )
 
 
@@ -237,31 +235,44 @@ def deps_for(
     on_event: Callable[[str, dict[str, object]], None] | None = None,
     transport: Transport | None = None,
     toolbox: Toolbox | None = None,
+    adapter: ModelAdapter | None = None,
 ) -> Deps:
     """Everything needed to step ``op``, rebuilt from what the store recorded about it.
 
     ``toolbox`` replaces the registry's (a replay answers calls from its recording); an
-    operation started with ``--record`` gets its transport wrapped in a recorder.
+    operation started with ``--record`` gets its transport wrapped in a recorder. ``adapter``
+    is the one its caller already built for this operation (it is built once).
     """
-    source = op.source
-    if transport is None:
-        if op.transport == "transcript":
-            transport, _ = transcript_transport(Path(source["transcript"]), op.counters.requests)
-        else:
-            transport = live_transport(op.provider)
-    adapter = make_adapter(
-        op.provider, op.api_family, stored_base_url(op.provider, source.get("base_url"))
-    )
+    base: str | None = None
+    record: str | None = None
+    price: JSONObject | None = None
+    data_dir = store.data_dir
+    match op.source:
+        case TranscriptSource():
+            if transport is None:
+                path = Path(op.source.transcript)
+                transport, _ = transcript_transport(path, op.counters.requests)
+            record, price = op.source.record, op.source.price
+        case LiveSource():
+            transport = transport or live_transport(op.provider)
+            base = stored_base_url(op.provider, op.source.base_url)
+            record, price = op.source.record, op.source.price
+        case ReplaySource():
+            if transport is None:  # replay.deps builds it from the cassette
+                raise AssertionError("internal error: a replay's transport is handed in")
+            data_dir = Path(op.source.data_dir) if op.source.data_dir else data_dir
+        case _:  # pragma: no cover - the union has no other member
+            assert_never(op.source)
+    adapter = adapter or make_adapter(op.provider, op.api_family, base)
     engine_clock: Clock = clock if clock is not None else SystemClock()
     if toolbox is None:
         if registry is None:
             raise UsageError(f"operation {op.operation_id} needs its registry to run tools")
-        data_dir = Path(source["data_dir"]) if source.get("data_dir") else store.data_dir
         toolbox = RegistryToolbox(
             registry, data_dir, lambda: engine_clock.now().timestamp(), provider=op.provider
         )
-    if source.get("record"):
-        transport = recording_transport(store, op, transport, toolbox)
+    if record:
+        transport = recording_transport(store, op, transport, toolbox, record)
     deps = Deps(
         store=store,
         adapter=adapter,
@@ -270,16 +281,16 @@ def deps_for(
         clock=engine_clock,
         failpoint=failpoints.hit,
     )
-    price = op.source.get("price")
-    if isinstance(price, dict):
-        deps.cost_of = lambda model, usage: pricing.cost(price, usage)
+    if price is not None:
+        rates = price
+        deps.cost_of = lambda model, usage: pricing.cost(rates, usage)
     if on_event is not None:
         deps.on_event = on_event
     return deps
 
 
 def recording_transport(
-    store: Store, op: OperationRecord, transport: Transport, toolbox: Toolbox
+    store: Store, op: OperationRecord, transport: Transport, toolbox: Toolbox, record: str
 ) -> Transport:
     """``transport`` wrapped to append each exchange to ``op``'s ``--record`` cassette."""
     from toolloop_cli.transcripts.record import (
@@ -297,14 +308,13 @@ def recording_transport(
         return operation_metadata(current, store.calls(op_id), store.approvals(op_id), toolbox)
 
     keep = answered_requests(store.turns(op_id))
-    return RecordingTransport(transport, op.source["record"], metadata=metadata, keep=keep)
+    return RecordingTransport(transport, record, metadata=metadata, keep=keep)
 
 
 def flush_recording(deps: Deps) -> None:
     """Rewrite a ``--record`` cassette's metadata after a run (its end state, decisions)."""
-    flush = getattr(deps.transport, "flush", None)
-    if callable(flush):
-        flush()
+    if isinstance(deps.transport, Flushable):
+        deps.transport.flush()
 
 
 #: registries already loaded, by (resolved path, sha256 of the file's bytes)

@@ -36,6 +36,7 @@ from toolloop_cli.cli import app
 from toolloop_cli.service import approvals, operations
 from toolloop_cli.service.verify import verify_store
 from toolloop_cli.store import open_store
+from toolloop_cli.store.audit_writer import append_sealed
 
 Found = set[tuple[str, str, str | None, str | None]]  # table, field, operation, call
 
@@ -85,20 +86,7 @@ class Forger:
         ).fetchone()
         if kind == "turn":
             row = {k: v for k, v in row.items() if k != "response_body"}
-        s = seal(seq + 1, prev, kind, row)
-        self.conn.execute(
-            "INSERT INTO audit_log VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                s.seq,
-                s.operation_id,
-                s.kind,
-                s.call_id,
-                s.record,
-                s.record_sha256,
-                s.prev_sha256,
-                s.chain_sha256,
-            ),
-        )
+        append_sealed(self.conn, seal(seq + 1, prev, kind, row))
 
     def rewrite_record(self, seq: int, row: dict[str, Any]) -> None:
         """Replace record ``seq`` in place and recompute every link after it."""

@@ -34,6 +34,7 @@ from toolloop_cli.examples.refunds import ledger_refunds
 from toolloop_cli.service import approvals, operations, views
 from toolloop_cli.service.verify import verify_store
 from toolloop_cli.store import Store, open_store
+from toolloop_cli.store.audit_writer import append_sealed
 
 FIRST = {"order_id": "ord_1001", "amount_cents": 4999}
 SECOND = {"order_id": "ord_1002", "amount_cents": 1250}
@@ -257,12 +258,7 @@ def forge(path: Path, response_id: str, *, reseal: bool) -> None:
         seq, prev = conn.execute(
             "SELECT seq, chain_sha256 FROM audit_log ORDER BY seq DESC LIMIT 1"
         ).fetchone()
-        s = seal(seq + 1, prev, "call", row)
-        conn.execute(
-            "INSERT INTO audit_log VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (s.seq, s.operation_id, s.kind, s.call_id, s.record, s.record_sha256)
-            + (s.prev_sha256, s.chain_sha256),
-        )
+        append_sealed(conn, seal(seq + 1, prev, "call", row))
     conn.execute("COMMIT")
     conn.close()
 

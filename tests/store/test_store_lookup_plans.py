@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from toolloop_cli.store import open_store
+from toolloop_cli.store.repo import earlier_calls_query
 from toolloop_cli.store.rows import CALL_COLUMNS
 
 LOOKUPS = {
-    "calls_with_intent": ("name = ? AND arguments_sha256 = ?", "calls_intent"),
-    "calls_with_key": ("idempotency_key = ?", "calls_key"),
+    "by intent": ("name = ? AND arguments_sha256 = ?", "calls_intent"),
+    "by idempotency key": ("idempotency_key = ?", "calls_key"),
 }
 
 
@@ -33,6 +34,19 @@ def test_call_lookup_seeks_its_index_in_turn_order(tmp_path: Path, lookup: str) 
     store.close()
     assert f"USING INDEX {index}" in plan
     assert "TEMP B-TREE" not in plan  # the index gives the order: no sort of the matches
+
+
+def test_validation_finds_earlier_calls_through_both_indexes_in_one_statement(
+    tmp_path: Path,
+) -> None:
+    """``Store.earlier_calls``: each key and each intent of a turn is its own index seek."""
+    store = open_store(tmp_path / "store.db")
+    sql, args = earlier_calls_query("op", 3, [("read", "sha256:a"), ("read", "sha256:b")], ["k"])
+    plan = " | ".join(row[3] for row in store.conn.execute(f"EXPLAIN QUERY PLAN {sql}", args))
+    store.close()
+    assert plan.count("USING INDEX calls_intent") == 2, plan
+    assert plan.count("USING INDEX calls_key") == 1, plan
+    assert "SCAN calls" not in plan, plan
 
 
 def test_a_call_is_found_by_its_response_and_call_id_through_the_unique_key(

@@ -16,6 +16,7 @@ from typing import Any
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex
 from toolloop_cli.audit.expand import expand
 from toolloop_cli.audit.hashing import GENESIS, chain_link, row_sha256, seal
+from toolloop_cli.store.audit_writer import append_sealed
 
 
 def records(conn: sqlite3.Connection) -> list[tuple[int, dict[str, Any]]]:
@@ -113,18 +114,5 @@ def rewrite_as_row_records(
     prev = GENESIS
     for seq, write in enumerate(writes, start=1):
         sealed = seal(seq, prev, write["kind"], edit(write["kind"], dict(write["row"])))
-        conn.execute(
-            "INSERT INTO audit_log (seq, operation_id, kind, call_id, record, record_sha256,"
-            " prev_sha256, chain_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                sealed.seq,
-                sealed.operation_id,
-                sealed.kind,
-                sealed.call_id,
-                sealed.record,
-                sealed.record_sha256,
-                sealed.prev_sha256,
-                sealed.chain_sha256,
-            ),
-        )
+        append_sealed(conn, sealed)
         prev = sealed.chain_sha256

@@ -79,7 +79,7 @@ def advance(deps: Deps, op: OperationRecord, calls: list[CallRecord] | None = No
         case OpState.EXECUTING:
             op, calls = executing.execute(deps, op, calls)
         case OpState.RESULTS_READY:
-            op, calls = sending.send_back(deps, op, calls)
+            op, calls = sending.send_back(deps, op)
         case _:  # pragma: no cover - terminal states are handled above
             raise OperationTerminal(f"operation {op.operation_id} is {source.value}")
     # every step function returns right after its last commit: this is the boundary after it

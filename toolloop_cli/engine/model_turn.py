@@ -240,9 +240,8 @@ def _recorded_again(
     every resume. It is answered like a response proposing one call id twice: FAILED.
     """
     for earlier in deps.store.calls_of_response(op.operation_id, response_id, ids):
-        call_id = earlier.call_id
         return (
-            f"malformed payload: the answer repeats call {call_id!r} of response "
+            f"malformed payload: the answer repeats call {earlier.call_id!r} of response "
             f"{response_id!r}, already recorded in turn {earlier.turn_idx}; no call was run"
         )
     return None

@@ -220,15 +220,9 @@ class StorePort(Protocol):
 
     def calls(self, operation_id: str, turn_idx: int | None = None) -> list[CallRecord]: ...
 
-    def calls_with_key(self, operation_id: str, idempotency_key: str) -> list[CallRecord]: ...
-
     def get_call(self, operation_id: str, response_id: str, call_id: str) -> CallRecord | None:
         """The one call a (response id, call id) pair names: ids are unique per response only."""
         ...
-
-    def calls_with_intent(
-        self, operation_id: str, name: str, arguments_sha256: str
-    ) -> list[CallRecord]: ...
 
     def calls_of_response(
         self, operation_id: str, response_id: str, call_ids: Sequence[str]

@@ -17,9 +17,7 @@ from .states import CALL_HAS_RESULT, OpState
 from .types import ResultForModel
 
 
-def send_back(
-    deps: Deps, op: OperationRecord, calls: list[CallRecord] | None = None
-) -> tuple[OperationRecord, None]:
+def send_back(deps: Deps, op: OperationRecord) -> tuple[OperationRecord, None]:
     """Re-bind the turn's results to their calls, then queue the next model request.
 
     The results are a table keyed by (response_id, call_id) that must match the turn's calls
@@ -28,8 +26,7 @@ def send_back(
     log. Any failure stops the operation ESCALATED before a request is sent: an integrity
     failure needs a person, not a retry (docs/audit.md).
     """
-    del calls  # never the records in hand: what is sent is what the store holds
-    calls = turn_calls(deps, op)
+    calls = turn_calls(deps, op)  # never the records in hand: what is sent is what is stored
     results = results_for_model(calls, lambda name: _provider_type(deps, name))
     problems = check_result_set(op_binding(op), [call_binding_inputs(c) for c in calls], results)
     bound = [c for c in calls if c.call_binding_sha256 is not None]

@@ -21,6 +21,7 @@ from typing import Any
 from toolloop_cli.audit.hashing import (
     GENESIS,
     KINDS,
+    Sealed,
     Write,
     hashable_key,
     record_key,
@@ -91,20 +92,7 @@ class AuditWriter:
         seq, prev = head
         for op, writes in groups.items():
             sealed = seal_batch(seq + 1, prev, op, writes)
-            self.conn.execute(
-                "INSERT INTO audit_log (seq, operation_id, kind, call_id, record, record_sha256,"
-                " prev_sha256, chain_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    sealed.seq,
-                    sealed.operation_id,
-                    sealed.kind,
-                    sealed.call_id,
-                    sealed.record,
-                    sealed.record_sha256,
-                    sealed.prev_sha256,
-                    sealed.chain_sha256,
-                ),
-            )
+            append_sealed(self.conn, sealed)
             seq, prev = sealed.seq, sealed.chain_sha256
         self._writes.clear()
 
@@ -122,6 +110,24 @@ class AuditWriter:
         """The transaction rolled back: nothing it wrote happened."""
         self._open.clear()
         self._writes.clear()
+
+
+def append_sealed(conn: sqlite3.Connection, sealed: Sealed) -> None:
+    """Insert one sealed record as the log's next row."""
+    conn.execute(
+        "INSERT INTO audit_log (seq, operation_id, kind, call_id, record, record_sha256,"
+        " prev_sha256, chain_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            sealed.seq,
+            sealed.operation_id,
+            sealed.kind,
+            sealed.call_id,
+            sealed.record,
+            sealed.record_sha256,
+            sealed.prev_sha256,
+            sealed.chain_sha256,
+        ),
+    )
 
 
 def _final(kind: str, row: Mapping[str, Any]) -> bool:

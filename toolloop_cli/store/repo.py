@@ -430,14 +430,6 @@ class Store:
         ).fetchone()
         return None if row is None else call_from_row(row)
 
-    def calls_with_key(self, operation_id: str, idempotency_key: str) -> list[CallRecord]:
-        cur = self.conn.execute(
-            f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ?"
-            " AND idempotency_key = ? ORDER BY turn_idx, seq",
-            (operation_id, idempotency_key),
-        )
-        return [call_from_row(r) for r in cur]
-
     def calls_of_response(
         self, operation_id: str, response_id: str, call_ids: Sequence[str]
     ) -> list[CallRecord]:
@@ -465,32 +457,10 @@ class Store:
         A ``UNION`` of one indexed seek per key and per intent (``calls_key``,
         ``calls_intent``), so the cost does not grow with the calls the operation has made.
         """
-        parts: list[str] = []
-        args: list[Any] = []
-        head = f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND turn_idx < ?"
-        if keys:
-            parts.append(f"{head} AND idempotency_key IN ({', '.join('?' for _ in keys)})")
-            args += [operation_id, before_turn, *keys]
-        for name, digest in intents:
-            parts.append(f"{head} AND name = ? AND arguments_sha256 = ?")
-            args += [operation_id, before_turn, name, digest]
-        if not parts:
+        if not intents and not keys:
             return []
-        sql = " UNION ".join(parts) + " ORDER BY turn_idx, seq"
+        sql, args = earlier_calls_query(operation_id, before_turn, intents, keys)
         return [call_from_row(r) for r in self.conn.execute(sql, args)]
-
-    def calls_with_intent(
-        self, operation_id: str, name: str, arguments_sha256: str
-    ) -> list[CallRecord]:
-        """Calls of the operation with this tool and canonical arguments (repeat detection)."""
-        cur = self.conn.execute(
-            f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND name = ?"
-            " AND arguments_sha256 = ? ORDER BY turn_idx, seq",
-            (operation_id, name, arguments_sha256),
-        )
-        return [call_from_row(r) for r in cur]
-
-    # -- approvals ------------------------------------------------------------------------------
 
     def insert_approval(self, apr: ApprovalRecord, policy: JSONObject | None = None) -> None:
         """Record an approval request; ``policy`` is the block its ``policy_sha256`` pins."""
@@ -616,3 +586,22 @@ class Store:
             (operation_id,),
         )
         return bindings_in((text for (text,) in cur), wanted)
+
+
+def earlier_calls_query(
+    operation_id: str,
+    before_turn: int,
+    intents: Sequence[tuple[str, str]],
+    keys: Sequence[str],
+) -> tuple[str, list[Any]]:
+    """The statement ``Store.earlier_calls`` runs: one indexed seek per key and per intent."""
+    parts: list[str] = []
+    args: list[Any] = []
+    head = f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND turn_idx < ?"
+    if keys:
+        parts.append(f"{head} AND idempotency_key IN ({', '.join('?' for _ in keys)})")
+        args += [operation_id, before_turn, *keys]
+    for name, digest in intents:
+        parts.append(f"{head} AND name = ? AND arguments_sha256 = ?")
+        args += [operation_id, before_turn, name, digest]
+    return " UNION ".join(parts) + " ORDER BY turn_idx, seq", args

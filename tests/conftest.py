@@ -25,12 +25,18 @@ os.environ.pop("LINES", None)
 
 from support.cli import Invoke
 from support.clock import FakeClock
+from support.postgres import Server, start_server
 
 from toolloop_cli.cli import app
 
 #: variables that would point a test at a real provider, collector or store
 _OUTSIDE = ("_API_KEY", "_BASE_URL")
-_NAMED = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "TOOLLOOP_STORE")
+_NAMED = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "TOOLLOOP_STORE",
+    "TOOLLOOP_DATA_DIR",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -66,6 +72,30 @@ def clock() -> FakeClock:
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     return tmp_path / "store.db"
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One real PostgreSQL server per test process (see ``support/postgres.py``)."""
+    server = start_server(tmp_path_factory.mktemp("pgdata"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: Server) -> str:
+    """A new, empty PostgreSQL database of this test's own: a ``--store`` URL."""
+    return postgres_server.fresh_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The store of a test that runs on both backends: a SQLite file, then a PostgreSQL
+    database (``--store`` and ``open_store`` take either)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.db")
+    url: str = request.getfixturevalue("postgres_url")
+    return url
 
 
 @pytest.fixture

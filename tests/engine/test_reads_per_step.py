@@ -8,6 +8,7 @@ from pathlib import Path
 
 from support.clock import FakeClock
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
+from support.stores import sqlite_of
 
 from toolloop_cli.service import approvals, operations
 from toolloop_cli.store import open_store
@@ -22,7 +23,7 @@ def test_each_step_of_the_refund_demo_reads_the_operation_and_the_calls_at_most_
     store = open_store(tmp_path / "store.db")
     clock = FakeClock()
     segments: list[list[str]] = [["run"]]
-    store.conn.set_trace_callback(lambda sql: segments[-1].append(sql))
+    sqlite_of(store).set_trace_callback(lambda sql: segments[-1].append(sql))
 
     def on_event(kind: str, _: dict[str, object]) -> None:
         if kind == "transition":  # a step ended: the next statements are the next step's
@@ -35,7 +36,7 @@ def test_each_step_of_the_refund_demo_reads_the_operation_and_the_calls_at_most_
     approvals.approve(store, apr.approval_id, "ops-lead", clock=clock)
     segments.append(["resume"])
     done = operations.resume(store, op_id, clock=clock, on_event=on_event)
-    store.conn.set_trace_callback(None)
+    sqlite_of(store).set_trace_callback(None)
     assert done.target.value == "COMPLETED"
 
     steps = [s for s in segments if s[0] == "step"]

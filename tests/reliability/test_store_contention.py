@@ -30,6 +30,7 @@ from support.harness.children import fork_call
 from support.harness.ops import waiting_refund
 from support.harness.scenario import FixedClock, drive, refund_scenario
 from support.harness.signature import recording_commits, signature
+from support.stores import sqlite_of
 from typer.testing import CliRunner
 
 from toolloop_cli.cli import app
@@ -133,7 +134,7 @@ def test_the_store_runs_in_wal_with_barrier_sync_and_explicit_transactions(
     # NORMAL: the store fsyncs the WAL itself at each barrier (tests/reliability/test_power_loss)
     assert store.conn.execute("PRAGMA synchronous").fetchone() == (1,)
     assert store.conn.execute("PRAGMA busy_timeout").fetchone() == (BUSY_TIMEOUT_MS,)
-    assert store.conn.isolation_level is None
+    assert sqlite_of(store).isolation_level is None
 
 
 # -- leases ---------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from report_helpers import BRANCHES, completed_run, replay, toolloop
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 from support.paths import REFUND_OPENAI
+from support.stores import sqlite_of
 
 from toolloop_cli.store import migrations, open_store
 from toolloop_cli.store.db import connect
@@ -26,11 +27,12 @@ SQLITE_UTILS = Path(sys.executable).parent / "sqlite-utils"
 
 def test_a_new_store_has_the_views_and_records_their_migration(tmp_path: Path) -> None:
     store = open_store(tmp_path / "store.db")
-    assert sorted(store.db.view_names()) == list(VIEWS)
-    applied = [m.name for m in migrations.migrations.applied(store.db)]
+    db = Database(sqlite_of(store))
+    assert sorted(db.view_names()) == list(VIEWS)
+    applied = [m.name for m in migrations.migrations.applied(db)]
     assert applied.count("report_views") == 1
     for view in VIEWS:
-        assert list(store.db.query(f"SELECT * FROM {view}")) == []
+        assert list(db.query(f"SELECT * FROM {view}")) == []
 
 
 def test_the_views_return_the_refund_demo_and_sqlite_utils_reads_them(tmp_path: Path) -> None:
@@ -95,12 +97,13 @@ def test_the_migration_is_idempotent(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     completed_run(path)
     store = open_store(path)
-    before = list(store.db.query("SELECT * FROM v_calls"))
+    db = Database(sqlite_of(store))
+    before = list(db.query("SELECT * FROM v_calls"))
     with store.transaction():
-        migrations._report_views(store.db)  # run again by hand: it replaces, never fails
-    migrations.apply(store.db)  # and through the migration set: nothing pending
-    assert list(store.db.query("SELECT * FROM v_calls")) == before
-    assert [m.name for m in migrations.migrations.applied(store.db)].count("report_views") == 1
+        migrations._report_views(db)  # run again by hand: it replaces, never fails
+    migrations.apply(db)  # and through the migration set: nothing pending
+    assert list(db.query("SELECT * FROM v_calls")) == before
+    assert [m.name for m in migrations.migrations.applied(db)].count("report_views") == 1
     assert toolloop(path, "verify").exit_code == 0
 
 

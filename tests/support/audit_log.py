@@ -9,7 +9,6 @@ recomputed, and re-seal the record and every link after it, so a test can check 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -17,21 +16,22 @@ from toolloop_cli.audit.canonical import canonical_text, sha256_hex
 from toolloop_cli.audit.expand import expand
 from toolloop_cli.audit.hashing import GENESIS, chain_link, row_sha256, seal
 from toolloop_cli.store.audit_writer import append_sealed
+from toolloop_cli.store.connection import Connection
 
 
-def records(conn: sqlite3.Connection) -> list[tuple[int, dict[str, Any]]]:
+def records(conn: Connection) -> list[tuple[int, dict[str, Any]]]:
     """Every record of the log, parsed, in ``seq`` order."""
     rows = conn.execute("SELECT seq, record FROM audit_log ORDER BY seq").fetchall()
     return [(int(seq), json.loads(text)) for seq, text in rows]
 
 
-def row_writes(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def row_writes(conn: Connection) -> list[dict[str, Any]]:
     """Every row write of the log with the whole row after it (as ``verify`` rebuilds it)."""
     return expand([r for _, r in records(conn)], [])
 
 
 def newest_write(
-    conn: sqlite3.Connection,
+    conn: Connection,
     kind: str,
     *,
     operation_id: str | None = None,
@@ -53,7 +53,7 @@ def newest_write(
     raise LookupError(f"no {kind} write matches")
 
 
-def edit_write(conn: sqlite3.Connection, seq: int, index: int, **changes: Any) -> dict[str, Any]:
+def edit_write(conn: Connection, seq: int, index: int, **changes: Any) -> dict[str, Any]:
     """Change write ``index`` of record ``seq`` and recompute its row hash (not the record's).
 
     Returns the record as now stored; its ``record_sha256`` and links are left as they were.
@@ -78,7 +78,7 @@ def _only(record: dict[str, Any], index: int) -> dict[str, Any]:
     return {**record, "writes": record["writes"][:index]}
 
 
-def reseal(conn: sqlite3.Connection, seq: int) -> None:
+def reseal(conn: Connection, seq: int) -> None:
     """Recompute record ``seq``'s own hash and every link from it to the end."""
     (text,) = conn.execute("SELECT record FROM audit_log WHERE seq = ?", (seq,)).fetchone()
     conn.execute(
@@ -87,7 +87,7 @@ def reseal(conn: sqlite3.Connection, seq: int) -> None:
     rechain(conn, seq)
 
 
-def rechain(conn: sqlite3.Connection, from_seq: int) -> None:
+def rechain(conn: Connection, from_seq: int) -> None:
     """Recompute every link from ``from_seq`` to the end."""
     row = conn.execute("SELECT chain_sha256 FROM audit_log WHERE seq = ?", (from_seq - 1,))
     found = row.fetchone()
@@ -105,7 +105,7 @@ def rechain(conn: sqlite3.Connection, from_seq: int) -> None:
 
 
 def rewrite_as_row_records(
-    conn: sqlite3.Connection, edit: Callable[[str, dict[str, Any]], dict[str, Any]]
+    conn: Connection, edit: Callable[[str, dict[str, Any]], dict[str, Any]]
 ) -> None:
     """Replace the log with one record per row write (the layout of older stores), sealed in
     order, each row passed through ``edit(kind, row)`` first."""

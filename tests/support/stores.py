@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from support.clock import FakeClock
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
 from toolloop_cli.service import approvals, operations
 from toolloop_cli.store import Store, open_store
+
+
+def sqlite_of(store: Store) -> sqlite3.Connection:
+    """The SQLite connection of a file store, for a test that uses what only SQLite has."""
+    assert isinstance(store.conn, sqlite3.Connection), f"{store.location} is not a SQLite store"
+    return store.conn
 
 
 def start(store: Store, clock: FakeClock) -> str:

@@ -42,9 +42,9 @@ def verify(
 
     def body() -> int:
         from toolloop_cli.service.verify import verify_store
-        from toolloop_cli.store import open_store
+        from toolloop_cli.store import open_store, store_exists
 
-        if not store_path.exists():
+        if not store_exists(store_path):
             raise UsageError(f"no store at {store_path}")
         store = open_store(store_path, read_only=True)  # verify writes nothing, migrates nothing
         report = verify_store(store, operation_id, expect_head=expect_head)

@@ -7,14 +7,15 @@ from typing import Annotated
 
 import typer
 
-DEFAULT_STORE = Path(".toolloop/store.db")
+DEFAULT_STORE = ".toolloop/store.db"
 
+#: a SQLite file, or a postgresql:// URL (kept a string: a Path would fold its "//")
 StoreOpt = Annotated[
-    Path,
+    str,
     typer.Option(
         "--store",
         envvar="TOOLLOOP_STORE",
-        help="Store file (env TOOLLOOP_STORE).",
+        help="Store: a SQLite file, or a postgresql://… URL (env TOOLLOOP_STORE).",
         show_default=True,
     ),
 ]

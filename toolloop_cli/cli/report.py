@@ -45,7 +45,7 @@ def report(
     verify, a replay's divergences, and with --against a diff. It loads nothing remote."""
 
     def body() -> int:
-        if not store_path.exists():
+        if not stores.store_exists(store_path):
             raise UsageError(f"no store at {store_path}")
         store = stores.open_store(store_path)
         data = report_data.report_data(store, operation_id, against=against, tenant=tenant)

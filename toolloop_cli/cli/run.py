@@ -55,14 +55,14 @@ from .render import safe
 from .telemetry import OtelContentOpt, OtelOpt
 
 
-def store_flag(store_path: Path) -> str:
+def store_flag(store_path: str) -> str:
     if store_path == DEFAULT_STORE:
         return ""
     return f" --store {shlex.quote(str(store_path))}"
 
 
 def finish(
-    store: Store, result: StepResult, as_json: bool, store_path: Path, extra: dict[str, Any]
+    store: Store, result: StepResult, as_json: bool, store_path: str, extra: dict[str, Any]
 ) -> int:
     """Render the operation after a run/resume/step and return its exit code."""
     view = views.operation_view(store, result.operation.operation_id)
@@ -91,7 +91,7 @@ def _approver(view: dict[str, Any]) -> str:
     return shlex.quote(others[0]) if others else "SUBJECT"
 
 
-def _print_next_steps(store: Store, view: dict[str, Any], store_path: Path) -> None:
+def _print_next_steps(store: Store, view: dict[str, Any], store_path: str) -> None:
     """Each waiting call in full (through its approval's own row), then the commands."""
     flag = store_flag(store_path)
     who = _approver(view)

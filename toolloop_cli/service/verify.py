@@ -27,6 +27,7 @@ from toolloop_cli.engine.types import ModelSettings, ResultForModel, ToolSpec
 from toolloop_cli.errors import OperationNotFound, StoreError, ToolloopError
 from toolloop_cli.store import Store
 from toolloop_cli.store.audit_rules import HISTORY_RULES
+from toolloop_cli.store.connection import Connection
 
 if TYPE_CHECKING:
     from toolloop_cli.tools.registry import Policy
@@ -48,7 +49,7 @@ def verify_store(
 ) -> Report:
     """Verify the whole store (or one operation, with the whole chain); never repairs."""
     if operation_id is not None and not _exists(store, operation_id):
-        raise OperationNotFound(f"no operation {operation_id} in store {store.path}")
+        raise OperationNotFound(f"no operation {operation_id} in store {store.location}")
     rows = read_rows(store)
     requests = _Requests(rows)
     report = verify(
@@ -76,7 +77,7 @@ def read_rows(store: Store) -> StoreRows:
         rows.blobs = dict(store.conn.execute("SELECT sha256, body FROM blobs").fetchall())
         rows.audit_log = _select(store.conn, "SELECT * FROM audit_log ORDER BY seq")
     except sqlite3.Error as exc:
-        raise StoreError(f"cannot read store {store.path}: {exc}") from exc
+        raise StoreError(f"cannot read store {store.location}: {exc}") from exc
     return rows
 
 
@@ -85,10 +86,16 @@ def _exists(store: Store, operation_id: str) -> bool:
     return store.conn.execute(sql, (operation_id,)).fetchone() is not None
 
 
-def _select(conn: sqlite3.Connection, sql: str) -> list[Row]:
+def _select(conn: Connection, sql: str) -> list[Row]:
+    """Rows as dicts; ``rowid`` is left out: on PostgreSQL it is the column that stands in
+    for SQLite's implicit rowid (an order, never part of a row's content)."""
     cur = conn.execute(sql)
     names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur]
+    rows = [dict(zip(names, r, strict=True)) for r in cur]
+    if "rowid" in names:
+        for row in rows:
+            del row["rowid"]
+    return rows
 
 
 class _Requests:

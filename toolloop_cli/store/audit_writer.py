@@ -14,7 +14,6 @@ forgotten, so memory stays bounded by the rows still in flight.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -30,6 +29,7 @@ from toolloop_cli.audit.hashing import (
 )
 
 from .audit_rules import HISTORY_RULES
+from .connection import Connection
 
 #: the kinds whose rows are written more than once (the others are events: written whole)
 _CHANGING = frozenset({"operation", "call", "approval"})
@@ -41,7 +41,7 @@ _ABSENT = object()
 class AuditWriter:
     """Collects a transaction's row writes and appends them to the log at its commit."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self._known: dict[_Slot, dict[str, Any]] = {}
         self._open: dict[_Slot, dict[str, Any]] = {}  # versions written in the open transaction
@@ -112,7 +112,7 @@ class AuditWriter:
         self._writes.clear()
 
 
-def append_sealed(conn: sqlite3.Connection, sealed: Sealed) -> None:
+def append_sealed(conn: Connection, sealed: Sealed) -> None:
     """Insert one sealed record as the log's next row."""
     conn.execute(
         "INSERT INTO audit_log (seq, operation_id, kind, call_id, record, record_sha256,"

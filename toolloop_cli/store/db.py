@@ -1,4 +1,4 @@
-"""Opening a store: the file, its PRAGMAs and its schema."""
+"""Opening a store: a SQLite file (its PRAGMAs and schema) or a PostgreSQL database."""
 
 from __future__ import annotations
 
@@ -10,14 +10,17 @@ from sqlite_utils import Database
 
 from toolloop_cli.errors import StoreError
 
-from . import migrations
+from . import migrations, pg_migrations
 from .durability import Durability, durability_from
+from .postgres import connect_postgres, is_postgres_url, redacted
 from .repo import Store
 
 #: How long a writer waits for another writer's lock before giving up (ms).
 BUSY_TIMEOUT_MS = 5000
 #: A new store holds tasks, tool results and model text: readable by its owner only.
 STORE_MODE = 0o600
+#: where a PostgreSQL store's handlers keep their files (a SQLite store: beside the file)
+DATA_DIR_ENV = "TOOLLOOP_DATA_DIR"
 
 
 def connect(path: Path, durability: Durability = Durability.BARRIERS) -> sqlite3.Connection:
@@ -66,27 +69,31 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def store_exists(location: str | Path) -> bool:
+    """A SQLite file that is there, or any PostgreSQL URL (opening it says if it is not)."""
+    return is_postgres_url(str(location)) or Path(location).exists()
+
+
 def open_store(
     path: str | Path, *, read_only: bool = False, durability: str | None = None
 ) -> Store:
-    """Open (creating and migrating if needed) the store at ``path``.
+    """Open (creating and migrating if needed) the store at ``path``: a file, or a
+    ``postgresql://`` URL (psycopg's connection string).
 
     ``read_only`` (for ``verify``) changes nothing: a missing file, or one whose schema needs
     migrations, is a ``StoreError`` instead. ``durability``: see ``Durability`` (None: the
     ``TOOLLOOP_DURABILITY`` variable, else barriers).
     """
-    store_path = Path(path)
     chosen = durability_from(durability)
+    if is_postgres_url(str(path)):
+        return _open_postgres(str(path), read_only=read_only, durability=chosen)
+    store_path = Path(path)
     conn = connect_read_only(store_path) if read_only else connect(store_path, chosen)
     db = Database(conn)
     try:
         pending = migrations.migrations.pending(db)
         if pending and read_only:
-            names = ", ".join(m.name for m in pending)
-            raise StoreError(
-                f"store {store_path} is not at the current schema ({len(pending)} migration(s) "
-                f"pending: {names}); it is opened read-only here, so nothing is migrated"
-            )
+            raise _not_current(str(store_path), [m.name for m in pending])
         if pending:
             # one writer migrates; a concurrent opener waits, then finds nothing pending
             conn.execute("BEGIN IMMEDIATE")
@@ -102,4 +109,49 @@ def open_store(
     except StoreError:
         conn.close()
         raise
-    return Store(db, store_path, chosen)
+    return Store(conn, str(store_path), chosen, path=store_path)
+
+
+def _open_postgres(url: str, *, read_only: bool, durability: Durability) -> Store:
+    """A PostgreSQL store: migrated under the write lock, or checked current when read-only.
+
+    Under barriers the session commits without waiting for the WAL flush
+    (``synchronous_commit=off``: a crash of this process loses nothing, the server keeps
+    every commit); a barrier transaction turns it on for its own commit.
+    """
+    shown = redacted(url)
+    try:
+        conn = connect_postgres(url)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open store {shown}: {exc}") from exc
+    try:
+        if read_only:
+            conn.execute("SET default_transaction_read_only = on")
+            names = [m.name for m in pg_migrations.pending(conn)]
+            if names:
+                raise _not_current(shown, names)
+        elif pg_migrations.pending(conn):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                pg_migrations.apply(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        if durability is not Durability.FULL:
+            conn.execute("SET synchronous_commit = off")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreError(f"cannot open store {shown}: {exc}") from exc
+    except StoreError:
+        conn.close()
+        raise
+    data_dir = os.environ.get(DATA_DIR_ENV)
+    return Store(conn, shown, durability, data_dir=Path(data_dir) if data_dir else None)
+
+
+def _not_current(shown: str, names: list[str]) -> StoreError:
+    return StoreError(
+        f"store {shown} is not at the current schema ({len(names)} migration(s) "
+        f"pending: {', '.join(names)}); it is opened read-only here, so nothing is migrated"
+    )

@@ -100,8 +100,10 @@ def acquire(
                 f"(pid {row[1]} on {row[2]}, until {until}); try again when it has finished"
             )
         store.conn.execute(
-            "INSERT OR REPLACE INTO leases (operation_id, token, pid, host, acquired_at,"
-            " expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO leases (operation_id, token, pid, host, acquired_at, expires_at)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (operation_id) DO UPDATE SET"
+            " token = excluded.token, pid = excluded.pid, host = excluded.host,"
+            " acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
             (operation_id, token, os.getpid(), socket.gethostname(), moment, moment + ttl),
         )
     _ACTIVE.add(token)

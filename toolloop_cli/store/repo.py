@@ -17,8 +17,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex
 from toolloop_cli.audit.hashing import GENESIS
 from toolloop_cli.engine.records import (
@@ -39,6 +37,7 @@ from toolloop_cli.engine.types import (
 from toolloop_cli.errors import AlreadyDecided, OperationNotFound, StoreError, TamperedStore
 
 from .audit_writer import AuditWriter, bindings_in
+from .connection import Connection
 from .durability import Durability
 from .rows import (
     APR_COLUMNS,
@@ -57,14 +56,27 @@ from .rows import (
 
 
 class Store:
-    """The operations store. Not thread-safe: one Store per thread or process."""
+    """The operations store. Not thread-safe: one Store per thread or process.
+
+    The same class runs on both backends (``store.db.open_store`` picks one): a SQLite file
+    (``path`` set) or a PostgreSQL database (``postgres``); ``location`` names it in messages.
+    """
 
     def __init__(
-        self, db: Database, path: Path, durability: Durability = Durability.BARRIERS
+        self,
+        conn: Connection,
+        location: str,
+        durability: Durability = Durability.BARRIERS,
+        *,
+        path: Path | None = None,
+        data_dir: Path | None = None,
     ) -> None:
-        self.db = db
-        self.conn: sqlite3.Connection = db.conn
+        self.conn = conn
+        self.location = location
+        #: the SQLite file; None for a PostgreSQL store
         self.path = path
+        self.postgres = path is None
+        self._data_dir = data_dir
         self.durability = durability
         #: called after each barrier commit is on disk (a power-loss test snapshots the files)
         self.on_barrier: Callable[[], None] | None = None
@@ -76,8 +88,11 @@ class Store:
 
     @property
     def data_dir(self) -> Path:
-        """The folder the store lives in; example handlers keep their own files there."""
-        return self.path.parent
+        """Where handlers keep their own files: the store's folder (a PostgreSQL store's
+        ``TOOLLOOP_DATA_DIR``, else ``.toolloop``)."""
+        if self._data_dir is not None:
+            return self._data_dir
+        return self.path.parent if self.path is not None else Path(".toolloop")
 
     def close(self) -> None:
         self.conn.close()
@@ -93,6 +108,9 @@ class Store:
         try:
             yield
             self._audit.seal(None)
+            if self._barrier and self.postgres and self.durability is not Durability.FULL:
+                # this one commit waits for its WAL flush (the session's others do not)
+                self.conn.execute("SET LOCAL synchronous_commit TO on")
             self.conn.execute("COMMIT")
         except BaseException as exc:
             self._audit.rolled_back()
@@ -103,7 +121,7 @@ class Store:
             for op_id, length in cached.items():
                 del self._conversations[op_id][length:]
             if isinstance(exc, sqlite3.Error | OverflowError):  # OverflowError: a value too big
-                raise StoreError(f"store write failed ({self.path}): {exc}") from exc
+                raise StoreError(f"store write failed ({self.location}): {exc}") from exc
             raise
         self._audit.committed()
         if self._barrier:
@@ -121,6 +139,15 @@ class Store:
         else:
             announce()
 
+    def announce_runnable(self, operation_id: str) -> None:
+        """Tell waiting workers (PostgreSQL ``NOTIFY``, delivered at commit) that the operation
+        may be stepped again: submitted, or an approval of it decided. Nothing on SQLite,
+        whose workers look again on a timer."""
+        if self.postgres:
+            from .postgres import RUNNABLE_CHANNEL
+
+            self.conn.execute("SELECT pg_notify(?, ?)", (RUNNABLE_CHANNEL, operation_id))
+
     def barrier(self) -> None:
         """Make the open transaction a barrier: on disk (fsynced) once it has committed.
 
@@ -132,8 +159,11 @@ class Store:
         self._barrier = True
 
     def _sync(self) -> None:
-        """fsync the WAL (and so every commit in it) after a barrier transaction committed."""
-        if self.durability is not Durability.FULL:
+        """fsync the WAL (and so every commit in it) after a barrier transaction committed.
+
+        PostgreSQL flushed its WAL in the commit itself (``synchronous_commit`` on for it).
+        """
+        if self.path is not None and self.durability is not Durability.FULL:
             wal = self.path.with_name(self.path.name + "-wal")
             target = wal if wal.exists() else self.path  # no WAL left: checkpointed into the db
             try:
@@ -143,7 +173,7 @@ class Store:
                 finally:
                     os.close(fd)
             except OSError as exc:
-                raise StoreError(f"cannot sync store {self.path}: {exc}") from exc
+                raise StoreError(f"cannot sync store {self.location}: {exc}") from exc
         if self.on_barrier is not None:
             self.on_barrier()
 
@@ -164,9 +194,9 @@ class Store:
                 return
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() >= deadline:
-                    raise StoreError(f"cannot write to store {self.path}: {exc}") from exc
+                    raise StoreError(f"cannot write to store {self.location}: {exc}") from exc
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot write to store {self.path}: {exc}") from exc
+                raise StoreError(f"cannot write to store {self.location}: {exc}") from exc
 
     # -- operations -------------------------------------------------------------------------
 
@@ -182,7 +212,7 @@ class Store:
         )
         row = cur.fetchone()
         if row is None or (tenant is not None and row[8] != tenant):
-            raise OperationNotFound(f"no operation {operation_id} in store {self.path}")
+            raise OperationNotFound(f"no operation {operation_id} in store {self.location}")
         self._audit.read("operation", dict(zip(OP_NAMES, row, strict=True)))
         return op_from_row(row)
 
@@ -239,10 +269,20 @@ class Store:
         """One state change; a call's (or approval's) is named by (response id, call id)."""
         cur = self.conn.execute(
             "INSERT INTO transitions (operation_id, kind, call_id, source, target, reason, at,"
-            " response_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " response_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (operation_id, kind, call_id, source, target, reason, at, response_id),
         )
-        row = (cur.lastrowid, operation_id, kind, call_id, source, target, reason, at, response_id)
+        row = (
+            cur.fetchone()[0],
+            operation_id,
+            kind,
+            call_id,
+            source,
+            target,
+            reason,
+            at,
+            response_id,
+        )
         self.audit("transition", dict(zip(TRANSITION_NAMES, row, strict=True)))
 
     def transitions(self, operation_id: str) -> list[dict[str, Any]]:
@@ -281,7 +321,8 @@ class Store:
             digest = sha256_hex(body.encode("utf-8"))
             digests.append(digest)
             self.conn.execute(
-                "INSERT OR IGNORE INTO blobs (sha256, body) VALUES (?, ?)", (digest, body)
+                "INSERT INTO blobs (sha256, body) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING",
+                (digest, body),
             )
             self.conn.execute(
                 "INSERT INTO conversation (operation_id, seq, item_sha256) VALUES (?, ?, ?)",
@@ -475,7 +516,7 @@ class Store:
         body = None if policy is None else canonical_text(policy)
         if body is None or sha256_hex(body.encode("utf-8")) != digest:
             raise StoreError(f"the policy given for pin {digest} does not hash to it")
-        sql = "INSERT OR IGNORE INTO blobs (sha256, body) VALUES (?, ?)"
+        sql = "INSERT INTO blobs (sha256, body) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING"
         self.conn.execute(sql, (digest, body))
 
     def pinned_policy(self, digest: str) -> JSONObject:
@@ -491,7 +532,7 @@ class Store:
     def get_approval(self, approval_id: str, tenant: str | None = None) -> ApprovalRecord:
         row = self._approval_row(approval_id)
         if row is None or (tenant is not None and row[5] != tenant):
-            raise OperationNotFound(f"no approval {approval_id} in store {self.path}")
+            raise OperationNotFound(f"no approval {approval_id} in store {self.location}")
         apr = apr_from_row(row)
         self._audit.read("approval", apr.model_dump())
         return apr

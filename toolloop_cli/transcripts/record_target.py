@@ -30,7 +30,7 @@ _SIDE_FILES = ("-wal", "-shm", "-journal")
 def record_target(
     record: Path,
     *,
-    store: Path,
+    store: Path | None,
     registry: Path | None = None,
     prices: Path | None = None,
     transcript: Path | None = None,
@@ -40,7 +40,10 @@ def record_target(
     protected: list[tuple[str, Path | None]] = [
         ("the --transcript it replays", transcript),
         ("the store", store),
-        *((f"the store's {suffix} file", Path(f"{store}{suffix}")) for suffix in _SIDE_FILES),
+        *(
+            (f"the store's {suffix} file", Path(f"{store}{suffix}"))
+            for suffix in (_SIDE_FILES if store is not None else ())
+        ),
         ("the --registry", registry),
         ("the --prices file", prices),
     ]

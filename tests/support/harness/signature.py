@@ -71,6 +71,7 @@ def recording_commits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     def transaction(self: Store) -> Iterator[None]:
         with original(self):
             yield
+        assert self.path is not None
         seen.append(signature(self.path))
 
     with monkeypatch.context() as patch:

@@ -1,0 +1,54 @@
+"""A real PostgreSQL server for the tests: ``TOOLLOOP_TEST_POSTGRES`` when it names one, else a
+private one that ``pgserver`` starts in a temporary folder (no root, no network).
+
+Each test gets a database of its own on it (``fresh_database``), so tests never see each
+other's operations and need no cleanup.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+#: an existing server to run the PostgreSQL tests on (a URL whose role may CREATE DATABASE)
+SERVER_ENV = "TOOLLOOP_TEST_POSTGRES"
+
+
+class Server:
+    """A server the tests may create databases on; ``stop`` ends it if the tests started it."""
+
+    def __init__(self, url: str, owned: object | None = None) -> None:
+        self.url = url
+        self._owned = owned
+
+    def fresh_database(self, prefix: str = "t") -> str:
+        """The URL of a new, empty database on this server."""
+        name = f"{prefix}_{secrets.token_hex(6)}"
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return with_database(self.url, name)
+
+    def stop(self) -> None:
+        if self._owned is not None:
+            self._owned.cleanup()  # type: ignore[attr-defined]
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` pointing at database ``name`` (host, port, user and query kept)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def start_server(folder: Path) -> Server:
+    """``TOOLLOOP_TEST_POSTGRES``, else a private server in ``folder`` (started now)."""
+    named = os.environ.get(SERVER_ENV)
+    if named:
+        return Server(named)
+    import pgserver
+
+    server = pgserver.get_server(str(folder), cleanup_mode="stop")
+    return Server(server.get_uri(), owned=server)

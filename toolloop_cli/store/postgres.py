@@ -1,0 +1,153 @@
+"""The PostgreSQL backend's connection: psycopg 3, speaking the store's SQL.
+
+The store's statements are written once, in the SQL both engines accept (``ON CONFLICT``,
+``RETURNING``, ``?`` placeholders); ``PgConnection`` turns the placeholders into psycopg's,
+runs them in autocommit mode as the SQLite connection does, and reports a database error as
+the ``sqlite3`` exception of the same kind, so the store has one set of error paths.
+
+Writers are serialised as SQLite serialises them: ``BEGIN IMMEDIATE`` becomes ``BEGIN`` plus
+a transaction-scoped advisory lock. The audit chain is one sequence across the store, so its
+head may only move under one writer at a time; the lock also makes every read-then-write of
+a transaction see what the last writer committed. Model requests and handlers run outside
+transactions, so workers still run their operations side by side.
+
+psycopg is imported only when a PostgreSQL store is opened: SQLite users never pay for it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from toolloop_cli.errors import StoreError
+
+if TYPE_CHECKING:
+    import psycopg
+
+#: the advisory lock every write transaction holds (any constant the store alone uses)
+WRITE_LOCK_KEY = 0x746F6F6C6F6F70  # "toolloop"
+#: the channel workers LISTEN on: an operation id, once it may be stepped again
+RUNNABLE_CHANNEL = "toolloop_runnable"
+_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(location: str) -> bool:
+    """``--store`` names a PostgreSQL database (a libpq URL), not a file."""
+    return location.startswith(_SCHEMES)
+
+
+def redacted(url: str) -> str:
+    """The URL as shown in messages: a password in it is replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+
+
+class PgCursor:
+    """A psycopg cursor seen through the DB-API subset ``store.connection.Cursor`` names."""
+
+    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
+        self._cur = cur
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+    @property
+    def description(self) -> list[tuple[str, None, None, None, None, None, None]]:
+        return [(c.name, None, None, None, None, None, None) for c in self._cur.description or ()]
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = self._cur.fetchone() if self._cur.description else None
+        return row
+
+    def fetchall(self) -> list[Any]:
+        return list(self._cur.fetchall()) if self._cur.description else []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+
+class PgConnection:
+    """One psycopg connection in autocommit mode, as the store uses a connection."""
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        raw.autocommit = True
+        self.raw = raw
+        self._sql: dict[str, str] = {}
+
+    @property
+    def in_transaction(self) -> bool:
+        from psycopg.pq import TransactionStatus
+
+        return self.raw.info.transaction_status is not TransactionStatus.IDLE
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> PgCursor:
+        import psycopg
+
+        try:
+            if sql == "BEGIN IMMEDIATE":
+                self.raw.execute("BEGIN")
+                return PgCursor(
+                    self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+                )
+            return PgCursor(self.raw.execute(self._translated(sql), tuple(parameters)))
+        except psycopg.Error as exc:
+            raise as_sqlite_error(exc) from exc
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]], /) -> None:
+        import psycopg
+
+        try:
+            with self.raw.cursor() as cur:
+                cur.executemany(self._translated(sql), [tuple(r) for r in rows])
+        except psycopg.Error as exc:
+            raise as_sqlite_error(exc) from exc
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def _translated(self, sql: str) -> str:
+        """``?`` placeholders as psycopg's ``%s`` (a literal ``%`` doubled), cached."""
+        done = self._sql.get(sql)
+        if done is None:
+            done = sql.replace("%", "%%").replace("?", "%s")
+            self._sql[sql] = done
+        return done
+
+
+def as_sqlite_error(exc: Exception) -> sqlite3.Error:
+    """The ``sqlite3`` exception of the same kind, with PostgreSQL's first message line."""
+    import psycopg
+
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, psycopg.IntegrityError):
+        return sqlite3.IntegrityError(message)
+    if isinstance(exc, psycopg.DataError):
+        return sqlite3.DataError(message)
+    if isinstance(exc, psycopg.OperationalError):
+        return sqlite3.OperationalError(message)
+    return sqlite3.DatabaseError(message)
+
+
+def connect_postgres(url: str) -> PgConnection:
+    """A connection to the database ``url`` names (psycopg's connection string rules)."""
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreError(
+            f"store {redacted(url)} is a PostgreSQL database, and the PostgreSQL backend needs "
+            "psycopg: pip install 'toolloop[postgresql]'"
+        ) from None
+
+    try:
+        raw = psycopg.connect(url, autocommit=True)
+    except psycopg.Error as exc:
+        raise as_sqlite_error(exc) from exc
+    return PgConnection(raw)

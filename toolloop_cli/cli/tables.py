@@ -7,12 +7,13 @@ can still be copied whole.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.table import Table
 
-from toolloop_cli.engine.records import OperationRecord
+if TYPE_CHECKING:  # the records (pydantic) load when a table is drawn, not at `--help`
+    from toolloop_cli.engine.records import OperationRecord
 
 from . import panels, render
 from .render import dim, line, newline, safe, safe_json

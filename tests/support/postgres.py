@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import warnings
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -48,7 +49,9 @@ def start_server(folder: Path) -> Server:
     named = os.environ.get(SERVER_ENV)
     if named:
         return Server(named)
-    import pgserver
+    with warnings.catch_warnings():  # platformdirs: no XDG_RUNTIME_DIR in a bare CI shell
+        warnings.simplefilter("ignore")
+        import pgserver
 
-    server = pgserver.get_server(str(folder), cleanup_mode="stop")
+        server = pgserver.get_server(str(folder), cleanup_mode="stop")
     return Server(server.get_uri(), owned=server)

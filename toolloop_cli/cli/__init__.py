@@ -21,6 +21,7 @@ from . import (
     report,
     run,
     serve,
+    stores,
     telemetry,
 )
 
@@ -85,6 +86,7 @@ app.command("diff")(diff.diff)
 app.command("export-otel")(telemetry.export_otel)
 app.command("report")(report.report)
 app.add_typer(registry.app, name="registry")
+app.add_typer(stores.app, name="store")
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ psycopg is imported only when a PostgreSQL store is opened: SQLite users never p
 from __future__ import annotations
 
 import sqlite3
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -41,7 +42,7 @@ def is_postgres_url(location: str) -> bool:
 def redacted(url: str) -> str:
     """The URL as shown in messages: a password in it is replaced by ``***``."""
     parts = urlsplit(url)
-    if parts.password is None:
+    if not parts.password:
         return url
     user = parts.username or ""
     host = parts.hostname or ""
@@ -81,6 +82,9 @@ class PgConnection:
         raw.autocommit = True
         self.raw = raw
         self._sql: dict[str, str] = {}
+        # a store dropped unclosed closes its connection, as a sqlite3 one does (psycopg
+        # would warn instead); a transaction left open is rolled back by the server
+        weakref.finalize(self, raw.close)
 
     @property
     def in_transaction(self) -> bool:

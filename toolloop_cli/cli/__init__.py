@@ -23,6 +23,7 @@ from . import (
     serve,
     stores,
     telemetry,
+    worker,
 )
 
 app = typer.Typer(
@@ -85,6 +86,7 @@ app.command("replay")(replay.replay)
 app.command("diff")(diff.diff)
 app.command("export-otel")(telemetry.export_otel)
 app.command("report")(report.report)
+app.command("worker")(worker.worker)
 app.add_typer(registry.app, name="registry")
 app.add_typer(stores.app, name="store")
 

@@ -158,6 +158,13 @@ def run(
     ] = None,
     otel: OtelOpt = None,
     otel_content: OtelContentOpt = False,
+    detach: Annotated[
+        bool,
+        typer.Option(
+            "--detach",
+            help="Only store the operation, for a `toolloop worker` to run; print its id.",
+        ),
+    ] = False,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
@@ -194,6 +201,13 @@ def run(
             max_output_tokens=turn_max_output_tokens,
             record=record,
         )
+        if detach:
+            op = operations.submit(store, options)
+            if as_json:
+                render.emit_json({"operation_id": op.operation_id, "state": op.state.value})
+            else:
+                render.out.print(safe(op.operation_id))
+            return 0
         with progress(as_json, verbose) as sink:
             result = operations.start(store, options, on_event=sink)
         if interactive and sys.stdin.isatty() and not as_json:

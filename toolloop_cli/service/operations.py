@@ -86,6 +86,18 @@ def start(
     return result
 
 
+def submit(store: Store, options: RunOptions, *, clock: Clock | None = None) -> OperationRecord:
+    """Create an operation for a worker to run (``run --detach``): stored and announced,
+    nothing sent to the model here. Its first step is a worker's."""
+    registry = cached_registry(options.registry)
+    guards = options.guards or build_guards(registry, options.guard_overrides)
+    op, transport = _new_operation(store, options, registry, guards, clock or SystemClock(), None)
+    deps = deps_for(store, op, registry, clock=clock, transport=transport)
+    loop.begin(deps, op, options.task)
+    store.announce_runnable(op.operation_id)  # after the commit: a worker finds it stored
+    return store.get_operation(op.operation_id)
+
+
 def _renewing(held: lease.Lease) -> loop.AfterStep:
     """Keep the operation's lease alive: renew it (when due) after each committed step."""
 

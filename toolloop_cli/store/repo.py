@@ -584,7 +584,9 @@ class Store:
             )
         decided = self._approval_row(approval_id)
         assert decided is not None  # updated just now, in this transaction
-        self.audit("approval", apr_from_row(decided).model_dump())
+        record = apr_from_row(decided)
+        self.audit("approval", record.model_dump())
+        self.announce_runnable(record.operation_id)  # a worker may go on with it
 
     # -- audit ------------------------------------------------------------------------------------
 

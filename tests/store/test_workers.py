@@ -1,0 +1,103 @@
+"""``toolloop worker`` on a shared PostgreSQL store: submitted operations are run by workers,
+approvals decided elsewhere wake them (LISTEN/NOTIFY), and a worker killed mid-run leaves
+work that the next worker finishes with no refund made twice and a clean audit chain."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support.paths import REFUND_OPENAI, REGISTRY, TASK
+from typer.testing import CliRunner
+
+from toolloop_cli.cli import app
+from toolloop_cli.examples.refunds import ledger_refunds
+from toolloop_cli.service import approvals
+from toolloop_cli.service.verify import verify_store
+from toolloop_cli.service.worker import WorkerOptions, run_worker
+from toolloop_cli.store import open_store
+
+
+def submit(url: str, count: int, env: dict[str, str]) -> list[str]:
+    runner = CliRunner()
+    ids = []
+    for _ in range(count):
+        args = ["run", TASK, "--registry", str(REGISTRY), "--transcript", str(REFUND_OPENAI)]
+        result = runner.invoke(app, [*args, "--detach", "--store", url], env=env)
+        assert result.exit_code == 0, result.output
+        ids.append(result.stdout.strip())
+    return ids
+
+
+def states(url: str, ids: list[str]) -> dict[str, str]:
+    store = open_store(url)
+    try:
+        return {op: store.get_operation(op).state.value for op in ids}
+    finally:
+        store.close()
+
+
+def test_submitted_operations_are_run_by_workers_and_resumed_once_approved(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {"TOOLLOOP_DATA_DIR": str(tmp_path / "data")}
+    monkeypatch.setenv("TOOLLOOP_DATA_DIR", env["TOOLLOOP_DATA_DIR"])  # for run_worker here
+    ids = submit(postgres_url, 4, env)
+    assert set(states(postgres_url, ids).values()) == {"MODEL_REQUESTED"}  # nothing ran
+
+    stats = run_worker(WorkerOptions(postgres_url, concurrency=2, drain=True, poll_s=0.2))
+    assert stats.taken == 4
+    assert set(states(postgres_url, ids).values()) == {"WAITING_APPROVAL"}
+
+    store = open_store(postgres_url)
+    for apr in store.pending_approvals():
+        approvals.approve(store, apr.approval_id, "ops-lead")
+    stats = run_worker(WorkerOptions(postgres_url, concurrency=2, drain=True, poll_s=0.2))
+    assert stats.ended == {"COMPLETED": 4}
+    assert set(states(postgres_url, ids).values()) == {"COMPLETED"}
+    refunds = ledger_refunds(tmp_path / "data" / "payments.db")
+    assert len(refunds) == 1  # ord_1001 is refunded once; the others find it refunded
+    report = verify_store(store)
+    assert report.ok, report.mismatches
+
+
+def test_a_worker_killed_mid_run_leaves_work_the_next_worker_finishes_exactly_once(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    data = tmp_path / "data"
+    env = {**os.environ, "TOOLLOOP_DATA_DIR": str(data)}
+    ids = submit(postgres_url, 12, {"TOOLLOOP_DATA_DIR": str(data)})
+    store = open_store(postgres_url)
+    cmd = [sys.executable, "-m", "toolloop_cli", "worker", "--store", postgres_url, "--poll", "0.2"]
+    kills = 0
+    for _ in range(6):  # kill a running worker at a different point each time
+        worker = subprocess.Popen(
+            [*cmd, "--concurrency", "2"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(0.4 + 0.3 * kills)
+        for apr in store.pending_approvals():  # decided while the worker runs: NOTIFY wakes it
+            approvals.approve(store, apr.approval_id, "ops-lead")
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+        kills += 1
+    for apr in store.pending_approvals():
+        approvals.approve(store, apr.approval_id, "ops-lead")
+    for _ in range(3):  # a drained worker may leave ops that paused for approval: decide, again
+        finish = subprocess.run([*cmd, "--drain", "--json"], env=env, capture_output=True)
+        assert finish.returncode == 0, finish.stderr
+        for apr in store.pending_approvals():
+            approvals.approve(store, apr.approval_id, "ops-lead")
+    assert set(states(postgres_url, ids).values()) == {"COMPLETED"}
+    refunds = ledger_refunds(data / "payments.db")
+    keys = [r["idempotency_key"] for r in refunds]
+    assert len(keys) == len(set(keys)) == 1  # one refund of ord_1001, never a second
+    report = verify_store(store)
+    assert report.ok, report.mismatches

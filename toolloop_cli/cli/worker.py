@@ -1,0 +1,64 @@
+"""``worker``: take runnable operations from the store and run them (see service/worker.py)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from . import render
+from .exits import run_guarded
+from .options import DEFAULT_STORE, JsonOpt, StoreOpt, TenantOpt
+from .render import line, safe
+
+
+def worker(
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Operations run at once (threads).")
+    ] = 1,
+    drain: Annotated[
+        bool,
+        typer.Option("--drain", help="Stop once nothing is runnable (else run until Ctrl-C)."),
+    ] = False,
+    poll_s: Annotated[
+        float,
+        typer.Option("--poll", min=0.05, help="Seconds between looks when nothing wakes it."),
+    ] = 1.0,
+    tenant: TenantOpt = None,
+    store_path: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run submitted and approved operations to a pause or an end; any number of workers,
+    on any hosts, may share a store (PostgreSQL wakes them with LISTEN/NOTIFY)."""
+
+    def body() -> int:
+        import threading
+
+        from toolloop_cli.service.worker import WorkerOptions, run_worker
+
+        stop = threading.Event()
+
+        def taken(op_id: str, state: str) -> None:
+            if not as_json:
+                render.err.print(line(safe(op_id), " ", safe(state)))
+
+        options = WorkerOptions(store_path, concurrency, drain, poll_s, tenant)
+        try:
+            stats = run_worker(options, stop=stop, on_taken=taken)
+        except KeyboardInterrupt:
+            stop.set()
+            return 0
+        if as_json:
+            render.emit_json(
+                {
+                    "taken": stats.taken,
+                    "ended": stats.ended,
+                    "busy": stats.busy,
+                    "failed": stats.failed,
+                }
+            )
+        else:
+            render.out.print(line(safe(f"ran {stats.taken} operation(s): {stats.ended}")))
+        return 0
+
+    run_guarded(as_json, body)

@@ -24,6 +24,23 @@ def worker(
         float,
         typer.Option("--poll", min=0.05, help="Seconds between looks when nothing wakes it."),
     ] = 1.0,
+    lease_ttl_s: Annotated[
+        float | None,
+        typer.Option(
+            "--lease-ttl",
+            min=1.0,
+            help="Seconds a taken operation's lease lasts unrenewed (how soon another "
+            "host takes over from a worker that died). Default 300.",
+        ),
+    ] = None,
+    host_id: Annotated[
+        str | None,
+        typer.Option(
+            "--host-id",
+            envvar="TOOLLOOP_HOST_ID",
+            help="The host named in this worker's leases (default: the host name).",
+        ),
+    ] = None,
     tenant: TenantOpt = None,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
@@ -32,7 +49,13 @@ def worker(
     on any hosts, may share a store (PostgreSQL wakes them with LISTEN/NOTIFY)."""
 
     def body() -> int:
+        import os
         import threading
+
+        from toolloop_cli.store.lease import HOST_ENV
+
+        if host_id:
+            os.environ[HOST_ENV] = host_id  # every lease this process writes names it
 
         from toolloop_cli.service.worker import WorkerOptions, run_worker
 
@@ -42,7 +65,7 @@ def worker(
             if not as_json:
                 render.err.print(line(safe(op_id), " ", safe(state)))
 
-        options = WorkerOptions(store_path, concurrency, drain, poll_s, tenant)
+        options = WorkerOptions(store_path, concurrency, drain, poll_s, tenant, lease_ttl_s)
         try:
             stats = run_worker(options, stop=stop, on_taken=taken)
         except KeyboardInterrupt:

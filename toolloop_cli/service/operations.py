@@ -6,7 +6,8 @@ so the CLI stays a thin layer and programs can drive toolloop without it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -239,16 +240,23 @@ def resume(
     *,
     force_continue: bool = False,
     decided_by: str | None = None,
+    taken: lease.Lease | None = None,
     **kwargs: object,
 ) -> loop.StepResult:
     """Continue until the operation ends or waits again.
 
     Continuing an ESCALATED operation is an operator's decision: ``force_continue`` with
-    ``decided_by`` naming a policy approver, recorded in the transition log.
+    ``decided_by`` naming a policy approver, recorded in the transition log. ``taken``: the
+    operation's lease, already claimed by a worker (given back when this returns).
     """
     tenant = kwargs.pop("tenant", None)
-    _refuse_terminal(store, operation_id, tenant, force_continue)
-    with lease.held(store, operation_id) as held:
+    try:
+        _refuse_terminal(store, operation_id, tenant, force_continue)
+    except BaseException:
+        if taken is not None:
+            taken.release()
+        raise
+    with _leased(store, operation_id, taken) as held:
         # read again under the lease: the one read the steps start from
         op = store.get_operation(operation_id, tenant if isinstance(tenant, str) else None)
         deps = _deps_of(store, op, **kwargs)  # type: ignore[arg-type]
@@ -264,6 +272,19 @@ def resume(
         )
         flush_recording(deps)
     return result
+
+
+@contextmanager
+def _leased(store: Store, operation_id: str, taken: lease.Lease | None) -> Iterator[lease.Lease]:
+    """The lease a worker claimed (released at the end), else one taken now."""
+    if taken is None:
+        with lease.held(store, operation_id) as held:
+            yield held
+        return
+    try:
+        yield taken
+    finally:
+        taken.release()
 
 
 def _check_operator(op: OperationRecord, decided_by: str | None) -> None:

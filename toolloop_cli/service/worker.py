@@ -2,30 +2,32 @@
 
 An operation is runnable when it is mid-loop (its model request, validation, execution or
 results not done) or waits for approvals none of which is still pending (decided, or past
-its expiry), and no live process holds its lease. A worker takes one by taking its lease
-(``store/lease.py``: written under the store's write lock, so two workers never both hold
-it; a lease whose holder died is stale at its expiry, or at once on the holder's host) and
-runs it with ``operations.resume`` to a pause or an end, renewing the lease as it steps. The
-exactly-once rules are the engine's: intents before side effects, reconcile by idempotency
-key, escalation for what cannot be known. A killed worker's operations are resumed by the
-next worker that finds their lease stale.
+its expiry), and no live process holds its lease. A worker ``claim``s one (``store/lease.py``:
+its candidates read ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, the lease written by
+compare-and-set, so two workers never both hold it; a lease whose holder died is stale at its
+expiry, or at once on the holder's host) and runs it with ``operations.resume`` to a pause or
+an end, renewing the lease as it steps. The exactly-once rules are the engine's: intents
+before side effects, reconcile by idempotency key, escalation for what cannot be known. A
+killed worker's operations are resumed by the next worker that finds their lease stale.
 
-On PostgreSQL a worker sleeps on ``LISTEN`` (``Store.announce_runnable`` notifies when an
-operation is submitted or an approval decided) and looks again at least every
-``poll_s``; on SQLite it looks every ``poll_s``.
+On PostgreSQL a worker's threads borrow connections from a pool (``store/pg_pool.py``) and
+sleep on ``LISTEN`` (``Store.announce_runnable`` notifies when an operation is submitted or
+an approval decided), looking again at least every ``poll_s``; on SQLite each thread keeps
+its own connection and looks every ``poll_s``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from toolloop_cli.engine.clock import iso
 from toolloop_cli.errors import OperationBusy, ToolloopError
-from toolloop_cli.store import Store, open_store
+from toolloop_cli.store import Store, lease, open_store
 
 from . import operations
 
@@ -33,28 +35,43 @@ from . import operations
 _MID_LOOP = ("MODEL_REQUESTED", "VALIDATING", "EXECUTING", "RESULTS_READY")
 
 _RUNNABLE = f"""
-SELECT o.operation_id FROM operations o
+SELECT o.operation_id, l.token, l.pid, l.host, l.expires_at FROM operations o
   LEFT JOIN leases l ON l.operation_id = o.operation_id
  WHERE (o.state IN ({", ".join(f"'{s}'" for s in _MID_LOOP)})
         OR (o.state = 'WAITING_APPROVAL' AND NOT EXISTS (
               SELECT 1 FROM approvals a WHERE a.operation_id = o.operation_id
                  AND a.status = 'PENDING' AND a.expires_at > ?)))
    AND (l.operation_id IS NULL OR l.expires_at <= ? OR l.host = ?)
+   AND (CAST(? AS TEXT) IS NULL OR o.tenant = ?)
  ORDER BY o.updated_at, o.operation_id
- LIMIT ?
-"""
+ LIMIT ?"""
+
+#: how many candidates one claim looks at (and, on PostgreSQL, locks for its moment)
+_CLAIM_BATCH = 4
 
 
-def runnable(store: Store, *, host: str, limit: int = 20, now: float | None = None) -> list[str]:
-    """Operations a worker on ``host`` may try to take now, oldest change first.
+def _candidates(host: str, tenant: str | None, limit: int) -> tuple[object, ...]:
+    moment = time.time()
+    stamp = iso(datetime.fromtimestamp(moment, UTC))
+    return (stamp, moment, host, tenant, tenant, limit)
+
+
+def runnable(store: Store, *, tenant: str | None = None, limit: int = 20) -> list[str]:
+    """Operations a worker of this host may try to take now, oldest change first.
 
     A lease held on this host is listed too: whether its holder is alive only this host can
-    tell, and taking the lease decides it.
+    tell, and claiming the lease decides it.
     """
-    moment = time.time() if now is None else now
-    stamp = iso(datetime.fromtimestamp(moment, UTC))
-    rows = store.conn.execute(_RUNNABLE, (stamp, moment, host, limit)).fetchall()
-    return [str(r[0]) for r in rows]
+    params = _candidates(lease.host_id(), tenant, limit)
+    return [str(r[0]) for r in store.conn.execute(_RUNNABLE, params).fetchall()]
+
+
+def claim(
+    store: Store, *, tenant: str | None = None, ttl_s: float | None = None
+) -> lease.Lease | None:
+    """The lease of the oldest runnable operation no live process holds, or None."""
+    params = _candidates(lease.host_id(), tenant, _CLAIM_BATCH)
+    return lease.claim(store, _RUNNABLE, params, ttl_s=ttl_s)
 
 
 @dataclass
@@ -81,6 +98,8 @@ class WorkerOptions:
     drain: bool = False
     poll_s: float = 1.0
     tenant: str | None = None
+    #: the lease a taken operation is held by, renewed as it steps (None: the default)
+    lease_ttl_s: float | None = None
 
 
 def run_worker(
@@ -91,19 +110,21 @@ def run_worker(
 ) -> WorkerStats:
     """Run ``concurrency`` threads (each with its own store connection) until ``stop`` is set,
     or, with ``drain``, until none of them finds anything runnable."""
-    import socket
-
     stop = stop or threading.Event()
     stats = WorkerStats()
-    host = socket.gethostname()
     errors: list[BaseException] = []
+    borrow, close = _store_source(options)
 
     def loop() -> None:
-        store = open_store(options.store)
-        wake = _Waker(options.store, options.poll_s) if store.postgres else None
+        wake = None
         try:
+            with borrow() as probe:
+                if probe.postgres:
+                    wake = _Waker(options.store, options.poll_s)
             while not stop.is_set():
-                if _take_one(store, host, stats, options.tenant, on_taken):
+                with borrow() as store:
+                    took = _take_one(store, stats, options, on_taken)
+                if took:
                     continue
                 if options.drain:
                     return
@@ -117,45 +138,82 @@ def run_worker(
         finally:
             if wake is not None:
                 wake.close()
-            store.close()
 
     threads = [threading.Thread(target=loop, daemon=True) for _ in range(options.concurrency)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        close()
     if errors:
         raise errors[0]
     return stats
 
 
+def _store_source(
+    options: WorkerOptions,
+) -> tuple[Callable[[], AbstractContextManager[Store]], Callable[[], None]]:
+    """Where a worker thread gets its store for one take: a pooled PostgreSQL connection,
+    or (SQLite) a connection of the thread's own, kept across takes."""
+    from toolloop_cli.store.postgres import is_postgres_url
+
+    if is_postgres_url(options.store):
+        from toolloop_cli.store.pg_pool import PgStorePool
+
+        pool = PgStorePool(options.store, options.concurrency)
+        return pool.store, pool.close
+
+    local = threading.local()
+    opened: list[Store] = []
+    guard = threading.Lock()
+
+    @contextmanager
+    def own() -> Iterator[Store]:
+        store = getattr(local, "store", None)
+        if store is None:
+            store = local.store = open_store(options.store)
+            with guard:
+                opened.append(store)
+        yield store
+
+    def close_all() -> None:
+        for store in opened:
+            store.close()
+
+    return own, close_all
+
+
 def _take_one(
     store: Store,
-    host: str,
     stats: WorkerStats,
-    tenant: str | None,
+    options: WorkerOptions,
     on_taken: Callable[[str, str], None] | None,
 ) -> bool:
-    """Run the first runnable operation whose lease this worker gets; False if none."""
-    for op_id in runnable(store, host=host):
-        try:
-            result = operations.resume(store, op_id, tenant=tenant)
-        except OperationBusy:
-            with stats.lock:
-                stats.busy += 1
-            continue
-        except ToolloopError:
-            # the operation cannot go on here (its registry is gone, its state moved under
-            # us): counted, and left as stored for an operator
-            with stats.lock:
-                stats.failed += 1
-            continue
-        state = result.operation.state.value
-        stats.count(state)
-        if on_taken is not None:
-            on_taken(op_id, state)
+    """Claim the oldest runnable operation and run it to a pause or an end; False if none."""
+    taken = claim(store, tenant=options.tenant, ttl_s=options.lease_ttl_s)
+    if taken is None:
+        return False
+    op_id = taken.operation_id
+    try:
+        result = operations.resume(store, op_id, tenant=options.tenant, taken=taken)
+    except OperationBusy:
+        # the lease was lost mid-run (this run outlived its expiry): another worker has it
+        with stats.lock:
+            stats.busy += 1
         return True
-    return False
+    except ToolloopError:
+        # the operation cannot go on here (its registry is gone, its store connection was
+        # lost): counted, and left as stored, for the next take or an operator
+        with stats.lock:
+            stats.failed += 1
+        return True
+    state = result.operation.state.value
+    stats.count(state)
+    if on_taken is not None:
+        on_taken(op_id, state)
+    return True
 
 
 class _Waker:

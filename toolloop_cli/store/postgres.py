@@ -78,13 +78,15 @@ class PgCursor:
 class PgConnection:
     """One psycopg connection in autocommit mode, as the store uses a connection."""
 
-    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+    def __init__(self, raw: psycopg.Connection[Any], *, owned: bool = True) -> None:
         raw.autocommit = True
         self.raw = raw
+        self.owned = owned
         self._sql: dict[str, str] = {}
-        # a store dropped unclosed closes its connection, as a sqlite3 one does (psycopg
-        # would warn instead); a transaction left open is rolled back by the server
-        weakref.finalize(self, raw.close)
+        if owned:
+            # a store dropped unclosed closes its connection, as a sqlite3 one does (psycopg
+            # would warn instead); a transaction left open is rolled back by the server
+            weakref.finalize(self, raw.close)
 
     @property
     def in_transaction(self) -> bool:
@@ -115,7 +117,9 @@ class PgConnection:
             raise as_sqlite_error(exc) from exc
 
     def close(self) -> None:
-        self.raw.close()
+        """Close the connection; a pooled one (not ``owned``) goes back to its pool instead."""
+        if self.owned:
+            self.raw.close()
 
     def _translated(self, sql: str) -> str:
         """``?`` placeholders as psycopg's ``%s`` (a literal ``%`` doubled), cached."""

@@ -131,6 +131,27 @@ class Store:
         for announce in pending:
             announce()
 
+    @contextmanager
+    def lease_transaction(self) -> Iterator[None]:
+        """A transaction that writes leases only (never audited): on PostgreSQL a plain
+        ``BEGIN``, ordered by row locks instead of the store's write lock, so taking a lease
+        never waits for another operation's step; on SQLite a write like any other."""
+        if self.conn.in_transaction:
+            raise StoreError("nested store transaction")
+        try:
+            if self.postgres:
+                self.conn.execute("BEGIN")
+            else:
+                self._begin_immediate()
+            yield
+            self.conn.execute("COMMIT")
+        except BaseException as exc:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"store write failed ({self.location}): {exc}") from exc
+            raise
+
     def after_commit(self, announce: Callable[[], None]) -> None:
         """Call ``announce`` once the open transaction has committed (never if it rolls back);
         at once outside a transaction. Progress reports say what is stored, nothing else."""

@@ -1,0 +1,64 @@
+"""Stores over pooled PostgreSQL connections (psycopg-pool), for a worker's threads.
+
+Each thread borrows a connection for one operation's run and gives it back. The pool checks
+a connection before lending it and replaces one the server dropped (a restart, a fail-over,
+an administrator's ``pg_terminate_backend``), so a long-lived worker outlasts its
+connections; a run that loses its connection mid-step stops with a ``StoreError`` at its
+last commit, and its lease lets the next run take it over.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .db import DATA_DIR_ENV, open_store
+from .durability import Durability, durability_from
+from .postgres import PgConnection, redacted
+from .repo import Store
+
+if TYPE_CHECKING:
+    import psycopg
+
+
+class PgStorePool:
+    """``size`` connections to the store at ``url``, migrated once when the pool opens."""
+
+    def __init__(self, url: str, size: int, *, durability: str | None = None) -> None:
+        from psycopg_pool import ConnectionPool
+
+        open_store(url, durability=durability).close()  # migrates, or says why it cannot
+        self.url = url
+        self.durability = durability_from(durability)
+        data_dir = os.environ.get(DATA_DIR_ENV)
+        self.data_dir = Path(data_dir) if data_dir else None
+        self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            url,
+            min_size=size,
+            max_size=size,
+            kwargs={"autocommit": True},
+            configure=self._configure,
+            check=ConnectionPool.check_connection,
+            open=True,
+        )
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        if self.durability is not Durability.FULL:
+            conn.execute("SET synchronous_commit = off")  # as open_store sets it
+
+    @contextmanager
+    def store(self) -> Iterator[Store]:
+        """A store over a borrowed connection, returned to the pool at the end of the block."""
+        with self.pool.connection() as raw:
+            yield Store(
+                PgConnection(raw, owned=False),
+                redacted(self.url),
+                self.durability,
+                data_dir=self.data_dir,
+            )
+
+    def close(self) -> None:
+        self.pool.close()

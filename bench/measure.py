@@ -65,12 +65,15 @@ def _warm(api: str) -> None:
         importlib.import_module(name)
 
 
-def run_toolloop(api: str, turns: int, calls: int, folder: Path, from_file: bool) -> dict[str, Any]:
+def run_toolloop(
+    api: str, turns: int, calls: int, folder: Path, from_file: bool, store_url: str | None = None
+) -> dict[str, Any]:
     """The workload through the library API: ``operations.start`` with a store on disk.
 
     ``from_file``: the recording is read by the run itself (``RunOptions.transcript``), as
     ``toolloop run --transcript`` does. Otherwise the same recording, already loaded, is handed
-    in as the transport, so the figure is the loop's own cost.
+    in as the transport, so the figure is the loop's own cost. ``store_url``: a PostgreSQL
+    store instead of the SQLite file (its bytes are not measured: reported as 0).
     """
     _warm(api)
     from toolloop_cli.service import operations
@@ -79,7 +82,7 @@ def run_toolloop(api: str, turns: int, calls: int, folder: Path, from_file: bool
     from toolloop_cli.transcripts.transport import ReplayTransport
 
     cassette_path = workload.write_cassette(api, turns, calls, folder / "workload.yaml")
-    store = open_store(folder / "store.db")
+    store = open_store(store_url or folder / "store.db")
     guards = workload.guard_overrides(turns, calls)
     options = operations.RunOptions(
         task=workload.TASK, registry=workload.REGISTRY, guard_overrides=guards
@@ -97,7 +100,8 @@ def run_toolloop(api: str, turns: int, calls: int, folder: Path, from_file: bool
     state = result.target.value
     if state != "COMPLETED":
         state += f" ({result.operation.reason})"
-    return {"seconds": seconds, "state": state, "store_bytes": store_bytes(folder, "store.db")}
+    size = 0 if store_url else store_bytes(folder, "store.db")
+    return {"seconds": seconds, "state": state, "store_bytes": size}
 
 
 def main() -> None:
@@ -108,6 +112,7 @@ def main() -> None:
     parser.add_argument("--api", choices=sorted(workload.URIS), default="openai")
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--calls", type=int, default=3)
+    parser.add_argument("--store-url", help="a PostgreSQL store URL (toolloop variants)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="toolloop-bench-") as tmp:
         folder = Path(tmp)
@@ -116,7 +121,7 @@ def main() -> None:
             out = run_floor(args.api, args.turns, args.calls, folder, step_commits)
         else:
             from_file = args.variant == "toolloop-cassette"
-            out = run_toolloop(args.api, args.turns, args.calls, folder, from_file)
+            out = run_toolloop(args.api, args.turns, args.calls, folder, from_file, args.store_url)
     out.update(calls=args.turns * args.calls, variant=args.variant, api=args.api)
     print(json.dumps(out))
 

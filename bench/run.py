@@ -4,7 +4,9 @@
 
 Rows: per-call overhead against the hand-written floor (``floor.py``), the same in the
 Anthropic shape, scaling with the run's length, store bytes per call, cold start, verify
-throughput (``verify_speed.py``, when present) and parallel speedup (``parallel.py``).
+throughput (``verify_speed.py``, when present), parallel speedup (``parallel.py``), and
+workers on PostgreSQL (``workers.py``: operations and calls per second for 1, 2 and 4
+workers; one run's per-call cost on SQLite and on PostgreSQL; ``--no-postgres`` skips them).
 ``--peers`` adds pydantic-ai, the OpenAI Agents SDK and LangGraph, run by ``peers.py`` in
 ``bench/.peers-venv`` (``make bench-peers`` creates it). Figures only: nothing here asserts.
 Every variant of a section runs once per round, rounds repeated, so drift in the machine's
@@ -234,6 +236,53 @@ def parallel_rows(repeats: int) -> list[Row]:
     return [seq, par]
 
 
+#: the worker bench: operations submitted, each T turns × C calls (bench/workers.py)
+WORKER_OPS, WORKER_TURNS, WORKER_CALLS = 60, 10, 3
+
+
+def worker_rows(repeats: int, calls: int) -> list[Row]:
+    """Workers on PostgreSQL (1, 2, 4 processes), and one run's per-call cost by store."""
+    import tempfile
+
+    sys.path.insert(0, str(HERE))
+    import workers
+
+    shape = f"{WORKER_OPS} ops × {WORKER_TURNS} turns × {WORKER_CALLS} calls"
+    ops = {n: Row(f"workers, PostgreSQL ({shape})", f"{n} worker(s)", "ops/s") for n in (1, 2, 4)}
+    tools = {n: Row("workers, tool calls", f"{n} worker(s)", "calls/s") for n in (1, 2, 4)}
+    sqlite = Row("per-call overhead T=200, by store", "toolloop, SQLite file", "µs/call")
+    pg = Row(
+        "per-call overhead T=200, by store", "toolloop, PostgreSQL", "µs/call", baseline=sqlite
+    )
+    for n in (2, 4):
+        for row in (ops[n], tools[n]):
+            row.baseline, row.higher_is_better = (ops if row in ops.values() else tools)[1], True
+    ops[4].note = f"{os.cpu_count()} CPUs, server included"
+    with tempfile.TemporaryDirectory(prefix="toolloop-bench-pg-") as folder:
+        with workers.server(Path(folder)) as url:
+            for round_no in range(repeats):
+                print(f"  round {round_no + 1}/{repeats}", file=sys.stderr, flush=True)
+                for n in (1, 2, 4):
+                    command = [PY, str(HERE / "workers.py"), "--url", url, "--workers", str(n)]
+                    sizes = ["--ops", str(WORKER_OPS), "--turns", str(WORKER_TURNS)]
+                    result = run_json([*command, *sizes, "--calls", str(WORKER_CALLS)])
+                    check_state(result, f"{n} worker(s)")
+                    seconds = float(result["seconds"])  # type: ignore[arg-type]
+                    ops[n].samples.append(float(result["ops"]) / seconds)  # type: ignore[arg-type]
+                    tools[n].samples.append(float(result["calls"]) / seconds)  # type: ignore[arg-type]
+                sqlite.samples.append(per_call_us(_measured("toolloop", 200, calls)))
+                pg_url = workers.fresh_database(url)
+                pg.samples.append(per_call_us(_measured("toolloop", 200, calls, pg_url)))
+    return [*ops.values(), *tools.values(), sqlite, pg]
+
+
+def _measured(variant: str, turns: int, calls: int, url: str | None = None) -> dict[str, object]:
+    command = [PY, str(HERE / "measure.py"), variant, "--turns", str(turns), "--calls", str(calls)]
+    result = run_json([*command, *(["--store-url", url] if url else [])])
+    check_state(result, f"{variant} T={turns}" + (" on PostgreSQL" if url else ""))
+    return result
+
+
 #: calls in verify_speed.py's store, built with the library from the bench workload
 VERIFY_CALLS = 100_000
 
@@ -329,6 +378,9 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=2000, help="the longest run's turns")
     parser.add_argument("--peers", action="store_true", help="add the peer frameworks")
     parser.add_argument("--quick", action="store_true", help="3 rounds, T up to 200")
+    parser.add_argument(
+        "--no-postgres", action="store_true", help="skip the PostgreSQL worker rows"
+    )
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.big = 3, 200 if args.big == 2000 else args.big
@@ -345,6 +397,9 @@ def main() -> None:
     rows += verify
     print("parallel speedup:", file=sys.stderr)
     rows += parallel_rows(args.repeats)
+    if not args.no_postgres:
+        print("workers on PostgreSQL:", file=sys.stderr)
+        rows += worker_rows(args.repeats, args.calls)
     print()
     print(f"machine: {machine()}")
     print(

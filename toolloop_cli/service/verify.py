@@ -17,8 +17,8 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.audit.mismatch import Mismatch
+from toolloop_cli.audit.request_hash import RequestHasher
 from toolloop_cli.audit.rows import StoreRows
 from toolloop_cli.audit.verify import Report, verify
 from toolloop_cli.engine.ports import ModelAdapter
@@ -105,16 +105,30 @@ class _Requests:
         self.rows = rows
         self._items: dict[str, list[Any]] | None = None
         self._adapters: dict[tuple[str, str, str | None], ModelAdapter | None] = {}
+        # the engine's running hash: a turn's request hashes only the items new since the
+        # operation's last one (byte for byte sha256_of(body); it falls back to that itself)
+        self._hasher = RequestHasher()
+        self._sent: dict[str, list[Any]] = {}
 
     def __call__(self, op: Mapping[str, Any], turn: Mapping[str, Any]) -> str | None:
         tools_sha = turn.get("tools_sha256")
         adapter = self._adapter(op)
         if tools_sha is None or adapter is None or adapter.revision != op["adapter_revision"]:
             return None  # not rebuildable here: counted as unchecked, not as a mismatch
-        items = self._conversation(str(op["operation_id"]))[: int(turn["request_items"])]
+        op_id = str(op["operation_id"])
+        items = self._items_until(op_id, int(turn["request_items"]))
         tools = [ToolSpec(**t) for t in json.loads(self.rows.blobs[tools_sha])]
         settings = ModelSettings(**json.loads(op["settings_json"]))
-        return sha256_of(adapter.build_request(items, tools, settings).body)
+        return self._hasher.digest(op_id, adapter.build_request(items, tools, settings).body, items)
+
+    def _items_until(self, operation_id: str, count: int) -> list[Any]:
+        """The operation's first ``count`` items, as one list grown turn by turn (a new one
+        when a turn asks for fewer than the last: the running hash then starts again)."""
+        sent = self._sent.get(operation_id)
+        if sent is None or len(sent) > count:
+            sent = self._sent[operation_id] = []
+        sent.extend(self._conversation(operation_id)[len(sent) : count])
+        return sent
 
     def _adapter(self, op: Mapping[str, Any]) -> ModelAdapter | None:
         key = (str(op["provider"]), str(op["api_family"]), _base_url(op))

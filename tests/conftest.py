@@ -25,9 +25,11 @@ os.environ.pop("LINES", None)
 
 from support.cli import Invoke
 from support.clock import FakeClock
-from support.postgres import Server, start_server
+from support.postgres import PgLocation, Server, start_server
 
 from toolloop_cli.cli import app
+
+_TESTS = Path(__file__).resolve().parent
 
 #: variables that would point a test at a real provider, collector or store
 _OUTSIDE = ("_API_KEY", "_BASE_URL")
@@ -69,9 +71,34 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+#: the folders whose tests run on both store backends (``store_path`` parametrised)
+BOTH_BACKENDS = ("engine", "store", "audit", "reliability")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test under ``BOTH_BACKENDS`` that takes ``store_path`` runs once on a SQLite file and
+    once on a PostgreSQL database, unless it is marked ``sqlite_only`` (it reads the file, or
+    uses what only SQLite has) or names its backends itself."""
+    if "store_path" not in metafunc.fixturenames:
+        return
+    folder = Path(str(metafunc.definition.path)).resolve().relative_to(_TESTS).parts[0]
+    if folder not in BOTH_BACKENDS or metafunc.definition.get_closest_marker("sqlite_only"):
+        return
+    metafunc.parametrize("store_path", ["sqlite", "postgresql"], indirect=True)
+
+
 @pytest.fixture
-def store_path(tmp_path: Path) -> Path:
-    return tmp_path / "store.db"
+def store_path(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """The test's store: a file in ``tmp_path``; or, for the ``postgresql`` parameter, a fresh
+    database's URL, with the handlers' data (``TOOLLOOP_DATA_DIR``) in ``tmp_path`` as beside
+    a file store."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        return tmp_path / "store.db"
+    monkeypatch.setenv("TOOLLOOP_DATA_DIR", str(tmp_path))
+    url: str = request.getfixturevalue("postgres_url")
+    return PgLocation(url, tmp_path)  # type: ignore[return-value]
 
 
 @pytest.fixture(scope="session")

@@ -4,13 +4,12 @@ until only the head kept elsewhere (``--expect-head``) can tell."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 from support.audit_log import edit_write, newest_write, rechain as relink
 from support.clock import FakeClock
-from support.stores import approval_of, start
+from support.stores import approval_of, behind_its_back, one_row, start
 
 from toolloop_cli.audit.binding import call_binding_sha256, result_sha256
 from toolloop_cli.audit.canonical import sha256_hex
@@ -55,7 +54,7 @@ def test_an_untouched_store_verifies(store_path: Path, two_ops: tuple[str, str])
 
 
 def test_a_deleted_record_breaks_the_chain(store_path: Path, two_ops: tuple[str, str]) -> None:
-    with sqlite3.connect(store_path) as conn:
+    with behind_its_back(store_path) as conn:
         conn.execute("DELETE FROM audit_log WHERE seq = 10")
     report = check(store_path)
     assert ("audit_log", "prev_sha256") in fields(report)
@@ -63,7 +62,7 @@ def test_a_deleted_record_breaks_the_chain(store_path: Path, two_ops: tuple[str,
 
 
 def test_two_swapped_records_break_the_chain(store_path: Path, two_ops: tuple[str, str]) -> None:
-    with sqlite3.connect(store_path) as conn:
+    with behind_its_back(store_path) as conn:
         rows = {
             seq: rest
             for seq, *rest in conn.execute(
@@ -84,18 +83,15 @@ def test_two_swapped_records_break_the_chain(store_path: Path, two_ops: tuple[st
 
 def forge_result(path: Path, operation_id: str) -> str:
     """Edit a get_order result and recompute that row's own hashes; returns the call id."""
-    with sqlite3.connect(path) as conn:
-        conn.row_factory = sqlite3.Row
-        call = dict(
+    with behind_its_back(path) as conn:
+        call = one_row(
             conn.execute(
                 "SELECT * FROM calls WHERE operation_id = ? AND name = 'get_order'",
                 (operation_id,),
-            ).fetchone()
+            )
         )
-        op = dict(
-            conn.execute(
-                "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
-            ).fetchone()
+        op = one_row(
+            conn.execute("SELECT * FROM operations WHERE operation_id = ?", (operation_id,))
         )
         forged = json.loads(call["model_result_json"])
         forged["result"]["amount_cents"] = 999_999
@@ -126,7 +122,7 @@ def forge_result(path: Path, operation_id: str) -> str:
 
 
 def _call_key(path: Path, operation_id: str, call_id: str) -> str:
-    with sqlite3.connect(path) as conn:
+    with behind_its_back(path) as conn:
         (response,) = conn.execute(
             "SELECT response_id FROM calls WHERE operation_id = ? AND call_id = ?",
             (operation_id, call_id),
@@ -136,7 +132,7 @@ def _call_key(path: Path, operation_id: str, call_id: str) -> str:
 
 def rehash_record(path: Path, operation_id: str, call_id: str) -> int:
     """The attacker recomputes the forged record's own hash; returns its seq."""
-    with sqlite3.connect(path) as conn:
+    with behind_its_back(path) as conn:
         seq, _ = newest_write(
             conn, "call", operation_id=operation_id, call_id=call_id, column="model_result_json"
         )
@@ -150,7 +146,7 @@ def rehash_record(path: Path, operation_id: str, call_id: str) -> int:
 
 def rechain(path: Path, from_seq: int) -> None:
     """The attacker recomputes every link from ``from_seq`` to the end."""
-    with sqlite3.connect(path) as conn:
+    with behind_its_back(path) as conn:
         relink(conn, from_seq)
 
 
@@ -187,7 +183,7 @@ def test_recomputing_that_link_too_is_caught_by_the_next_one(
 ) -> None:
     first, _ = two_ops
     seq = rehash_record(store_path, first, forge_result(store_path, first))
-    with sqlite3.connect(store_path) as conn:
+    with behind_its_back(store_path) as conn:
         (prev, record_sha) = conn.execute(
             "SELECT prev_sha256, record_sha256 FROM audit_log WHERE seq = ?", (seq,)
         ).fetchone()
@@ -219,7 +215,7 @@ def test_a_cut_off_tail_is_caught_with_expect_head(
 ) -> None:
     _, second = two_ops
     kept = head(store_path)
-    with sqlite3.connect(store_path) as conn:  # drop the last operation and its records
+    with behind_its_back(store_path) as conn:  # drop the last operation and its records
         for table in ("approvals", "calls", "turns", "transitions", "conversation", "audit_log"):
             conn.execute(f"DELETE FROM {table} WHERE operation_id = ?", (second,))
         conn.execute("DELETE FROM operations WHERE operation_id = ?", (second,))

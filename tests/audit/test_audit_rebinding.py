@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from support.clock import FakeClock
 from support.paths import FIXTURES, REGISTRY, TASK
+from support.stores import behind_its_back
 
 from toolloop_cli.audit.binding import call_binding_sha256, check_result_set, result_sha256
 from toolloop_cli.engine.context import call_binding_inputs, op_binding
@@ -59,7 +59,7 @@ def results_ready(store: Store, clock: FakeClock) -> str:
 
 def swap(path: Path, operation_id: str, columns: tuple[str, ...]) -> None:
     """Swap ``columns`` between the operation's two calls, in the store file."""
-    with sqlite3.connect(path) as conn:
+    with behind_its_back(path) as conn:
         names = ", ".join(columns)
         (a, *va), (b, *vb) = conn.execute(
             f"SELECT call_id, {names} FROM calls WHERE operation_id = ? ORDER BY seq",
@@ -109,7 +109,7 @@ def test_a_swap_with_bindings_recomputed_is_caught_by_the_audit_log(
     op_id = results_ready(store, clock)
     swap(store_path, op_id, ("model_result_json",))
     op = op_binding(store.get_operation(op_id))
-    with sqlite3.connect(store_path) as conn:  # the attacker re-derives both row hashes
+    with behind_its_back(store_path) as conn:  # the attacker re-derives both row hashes
         for call in store.calls(op_id):
             digest = result_sha256(call.model_result, call.protected_audit)
             binding = call_binding_sha256(op, call_binding_inputs(call), digest)
@@ -126,7 +126,7 @@ def test_a_missing_result_is_not_sent(store_path: Path, clock: FakeClock) -> Non
     store = open_store(store_path)
     op_id = results_ready(store, clock)
     first = store.calls(op_id)[0].call_id
-    with sqlite3.connect(store_path) as conn:
+    with behind_its_back(store_path) as conn:
         conn.execute(
             "UPDATE calls SET model_result_json = NULL WHERE operation_id = ? AND call_id = ?",
             (op_id, first),

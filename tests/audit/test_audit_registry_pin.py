@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import pytest
 import yaml
 from support.cli import Invoke, json_out
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
+from support.stores import behind_its_back
 
 from toolloop_cli.errors import RegistryDrift
 from toolloop_cli.examples.refunds import ledger_refunds
@@ -44,14 +44,11 @@ def edit(registry: Path, change: Any) -> None:
 
 
 def store_rows(store_path: Path) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(store_path)
-    try:
+    with behind_its_back(store_path) as conn:
         return [
-            *conn.execute("SELECT call_id, state FROM calls ORDER BY rowid"),
-            *conn.execute("SELECT count(*) FROM audit_log"),
+            *(tuple(r) for r in conn.execute("SELECT call_id, state FROM calls ORDER BY call_id")),
+            *(tuple(r) for r in conn.execute("SELECT count(*) FROM audit_log")),
         ]
-    finally:
-        conn.close()
 
 
 CHANGES = {

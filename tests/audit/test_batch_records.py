@@ -4,13 +4,12 @@ hash of the whole row after it, rebuilt and checked by ``verify``."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 from support.audit_log import newest_write, records
 from support.clock import FakeClock
-from support.stores import start
+from support.stores import behind_its_back, start
 
 from toolloop_cli.audit.hashing import row_sha256
 from toolloop_cli.engine.states import OpState
@@ -21,9 +20,9 @@ from toolloop_cli.store.rows import CALL_NAMES
 
 
 def test_a_write_holds_only_what_it_changed_and_the_hash_of_the_whole_row(
-    tmp_path: Path,
+    store_path: Path,
 ) -> None:
-    store = open_store(tmp_path / "store.db")
+    store = open_store(store_path)
     op_id = start(store, FakeClock())
     log = records(store.conn)
     assert {r["kind"] for _, r in log} == {"batch"}
@@ -41,13 +40,13 @@ def test_a_write_holds_only_what_it_changed_and_the_hash_of_the_whole_row(
     assert verify_store(store).ok
 
 
-def test_changes_that_do_not_add_up_to_the_stated_row_are_found(tmp_path: Path) -> None:
-    path = tmp_path / "store.db"
+def test_changes_that_do_not_add_up_to_the_stated_row_are_found(store_path: Path) -> None:
+    path = store_path
     store = open_store(path)
     op_id = start(store, FakeClock())
     (call,) = [c for c in store.calls(op_id) if c.name == "get_order"]
     store.close()
-    with sqlite3.connect(path) as conn:
+    with behind_its_back(path) as conn:
         seq, index = newest_write(conn, "call", call_id=call.call_id, column="state")
         (text,) = conn.execute("SELECT record FROM audit_log WHERE seq = ?", (seq,)).fetchone()
         record = json.loads(text)
@@ -57,12 +56,11 @@ def test_changes_that_do_not_add_up_to_the_stated_row_are_found(tmp_path: Path) 
     assert ("audit_log", f"seq {seq} write {index}", "row_sha256") in found
 
 
-def test_a_row_another_process_changed_is_refused_then_written_whole(tmp_path: Path) -> None:
+def test_a_row_another_process_changed_is_refused_then_written_whole(store_path: Path) -> None:
     """A delta is taken from the version this connection wrote; if another one wrote the row
     since, the compare-and-set refuses the stale write, and after a fresh read the next write
     holds the whole row."""
-    path = tmp_path / "store.db"
-    mine, other = open_store(path), open_store(path)
+    mine, other = open_store(store_path), open_store(store_path)
     op_id = start(mine, FakeClock())  # waits for approval: the row mine wrote last
     op = mine.get_operation(op_id)
     theirs = other.get_operation(op_id)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
+import pytest
 from support.cli import Invoke, json_out
 from support.clock import FakeClock
-from support.stores import demo_store, start
+from support.stores import behind_its_back, demo_store, start
 
 from toolloop_cli.store import open_store
 
@@ -25,9 +25,8 @@ def test_an_honest_store_verifies_with_counts(
     assert counts["calls"] == 3 + 3 + 3 + 3  # get_order, create_refund_draft, submit_refund each
     assert counts["turns"] == 4 + 4 + 4 + 3
     assert counts["requests_rebuilt"] == counts["turns"]  # every request rebuilt and re-hashed
-    conn = sqlite3.connect(store_path)
-    (records,) = conn.execute("SELECT count(*) FROM audit_log").fetchone()
-    conn.close()
+    with behind_its_back(store_path) as conn:
+        (records,) = conn.execute("SELECT count(*) FROM audit_log").fetchone()
     assert counts["records"] == records and report["head"]["seq"] == records
 
 
@@ -56,18 +55,16 @@ def test_a_changed_result_exits_20_naming_operation_call_and_field(
     cli: Invoke, store_path: Path, clock: FakeClock
 ) -> None:
     ops = demo_store(store_path, clock)
-    conn = sqlite3.connect(store_path)
-    (call_id,) = conn.execute(
-        "SELECT call_id FROM calls WHERE operation_id = ? AND name = 'get_order'",
-        (ops["completed"],),
-    ).fetchone()
-    conn.execute(
-        "UPDATE calls SET model_result_json = replace(model_result_json, '4999', '9999')"
-        " WHERE call_id = ? AND operation_id = ?",
-        (call_id, ops["completed"]),
-    )
-    conn.commit()
-    conn.close()
+    with behind_its_back(store_path) as conn:
+        (call_id,) = conn.execute(
+            "SELECT call_id FROM calls WHERE operation_id = ? AND name = 'get_order'",
+            (ops["completed"],),
+        ).fetchone()
+        conn.execute(
+            "UPDATE calls SET model_result_json = replace(model_result_json, '4999', '9999')"
+            " WHERE call_id = ? AND operation_id = ?",
+            (call_id, ops["completed"]),
+        )
     result = cli("verify", "--json")
     assert result.exit_code == 20
     found = {
@@ -109,6 +106,7 @@ def test_an_older_head_is_still_reached_after_the_store_grows(
     assert cli("verify", "--expect-head", head).exit_code == 0
 
 
+@pytest.mark.sqlite_only  # a missing file; a PostgreSQL database is created by its server
 def test_an_unknown_operation_or_a_missing_store_is_bad_input(
     cli: Invoke, store_path: Path, clock: FakeClock, tmp_path: Path
 ) -> None:

@@ -20,11 +20,11 @@ def test_every_approval_status_has_its_moves_and_only_pending_is_decided() -> No
 
 
 def test_an_approval_left_pending_when_the_operation_stops_reads_back_cancelled(
-    tmp_path: Path,
+    store_path: Path,
 ) -> None:
     """A budget that ends the run while a call waits cancels its approval; the record type
     reads the stored CANCELLED back as the enum, not as a string it does not allow."""
-    store = open_store(tmp_path / "store.db")
+    store = open_store(store_path)
     result, transport = run_script(
         store, [turn(call("submit_refund", {"order_id": "ord_1001", "amount_cents": 1}))], REGISTRY
     )

@@ -31,8 +31,8 @@ from toolloop_cli.wiring.records import Pins, new_operation_record
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return open_store(tmp_path / "store.db")
+def store(store_path: Path) -> Store:
+    return open_store(store_path)
 
 
 def _op() -> OperationRecord:

@@ -27,8 +27,8 @@ from toolloop_cli.store import Store, open_store
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return open_store(tmp_path / "store.db")
+def store(store_path: Path) -> Store:
+    return open_store(store_path)
 
 
 def verified(store: Store) -> None:

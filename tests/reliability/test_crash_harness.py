@@ -36,12 +36,14 @@ from support.harness.scenario import (
     refund_scenario,
 )
 from support.harness.signature import recording_commits, signature
+from support.harness.stores import StoreMaker, rows_of
 
 from toolloop_cli.engine import executing as executing_step
 from toolloop_cli.engine.context import Deps, call_to
 from toolloop_cli.engine.records import CallRecord, OperationRecord
 from toolloop_cli.engine.states import CallState
 from toolloop_cli.store import open_store
+from toolloop_cli.store.db import DATA_DIR_ENV
 from toolloop_cli.wiring import failpoints
 
 SOAK = os.environ.get("TOOLLOOP_SOAK") == "1"
@@ -49,6 +51,7 @@ pytestmark = pytest.mark.timeout(3600 if SOAK else 900)
 #: kills at random times: CI / soak
 RANDOM_KILLS = 2000 if SOAK else 200
 SEEDS = (1, 2, 3) if SOAK else (1,)
+SQLITE = StoreMaker()
 
 
 @pytest.fixture(scope="module")
@@ -69,32 +72,39 @@ class Reference:
     seconds: float
 
 
-def reference_run(scenario: Scenario, base: Path, monkeypatch: pytest.MonkeyPatch) -> Reference:
+def reference_run(
+    scenario: Scenario,
+    base: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    make_store: StoreMaker = SQLITE,
+) -> Reference:
     folder = Path(tempfile.mkdtemp(dir=base))
+    store = make_store(folder)
     hits: collections.Counter[str] = collections.Counter()
 
     def count(name: str) -> None:
         hits[name] += 1
 
     monkeypatch.delenv("TOOLLOOP_FAILPOINT", raising=False)
-    open_store(folder / "store.db").close()
-    legal = {signature(folder / "store.db")}
+    open_store(store).close()
+    legal = {signature(store)}
     with monkeypatch.context() as patch, recording_commits(monkeypatch) as commits:
         patch.setattr(failpoints, "failpoint", count)
         patch.setattr(failpoints, "hit", count)
         started = time.perf_counter()
-        assert drive(folder / "store.db", scenario).state.value == "COMPLETED"
+        assert drive(store, scenario).state.value == "COMPLETED"
         seconds = time.perf_counter() - started
     legal.update(commits)
-    assert oracles.all_problems(folder / "store.db") == []
+    assert oracles.all_problems(store) == []
     shutil.rmtree(folder)
     return Reference(hits, legal, seconds)
 
 
 def executing(store: Path) -> list[tuple[str, str]]:
-    with closing(sqlite3.connect(store)) as conn:
-        rows = conn.execute("SELECT call_id, name FROM calls WHERE state = 'EXECUTING'")
-        return [(r[0], r[1]) for r in rows]
+    rows = rows_of(
+        store, "SELECT call_id, name FROM calls WHERE state = 'EXECUTING' ORDER BY turn_idx, seq"
+    )
+    return [(r[0], r[1]) for r in rows]
 
 
 def final_calls(store: Path) -> dict[str, CallRecord]:
@@ -107,14 +117,14 @@ def final_calls(store: Path) -> dict[str, CallRecord]:
 
 
 def kill_case(
-    scenario: Scenario, base: Path, ref: Reference
+    scenario: Scenario, base: Path, ref: Reference, make_store: StoreMaker = SQLITE
 ) -> Callable[[tuple[str, int]], dict[str, Any]]:
     """Kill at ``name:nth``, check the crashed store, resume to the end, check again."""
 
     def run(case: tuple[str, int]) -> dict[str, Any]:
         name, nth = case
         folder = Path(tempfile.mkdtemp(dir=base))
-        store = folder / "store.db"
+        store = make_store(folder)
         problems: list[str] = []
         code = fork_call(lambda: drive(store, scenario), failpoint=f"{name}:{nth}")
         if code != -signal.SIGKILL:
@@ -165,12 +175,17 @@ def test_the_scenarios_meet_every_boundary_a_run_without_an_escalation_has(
     assert ref.hits["after_approval_commit"] == 24
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_kill_at_every_boundary_of_the_refund_loses_and_repeats_nothing(
-    base: Path, monkeypatch: pytest.MonkeyPatch
+    base: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, backend: str
 ) -> None:
+    make_store = SQLITE
+    if backend == "postgresql":
+        monkeypatch.setenv(DATA_DIR_ENV, str(base))  # each case points it at its own folder
+        make_store = StoreMaker(request.getfixturevalue("postgres_server"))
     scenario = refund_scenario()
-    ref = reference_run(scenario, base, monkeypatch)
-    rows = pool_map(kill_case(scenario, base, ref), cases(ref))
+    ref = reference_run(scenario, base, monkeypatch, make_store)
+    rows = pool_map(kill_case(scenario, base, ref, make_store), cases(ref))
     assert [p for row in rows for p in (f"{row['case']}: {x}" for x in row["problems"])] == []
     assert {row["final"] for row in rows} == {"COMPLETED"}
     assert len(rows) == sum(ref.hits.values())

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from support.cli import Invoke, json_out
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
+from support.stores import behind_its_back
 
 from toolloop_cli.adapters.scripted import ScriptedTransport
 from toolloop_cli.engine.sources import LiveSource, ReplaySource, TranscriptSource
@@ -158,15 +159,13 @@ def test_a_source_toolloop_never_writes_is_a_tampered_store(
     run = ("run", TASK, "--registry", str(REGISTRY), "--transcript", str(REFUND_OPENAI))
     op_id = json_out(cli(*run, "--json"))["operation_id"]
     kind, change = TAMPERED[case]
-    conn = sqlite3.connect(store_path)
-    (text,) = conn.execute("SELECT source_json FROM operations").fetchone()
-    source = {**json.loads(text), **change} if isinstance(change, dict) else change
-    if kind is not None:
-        conn.execute("UPDATE operations SET transport = ?", (kind,))
-    else:
-        conn.execute("UPDATE operations SET source_json = ?", (json.dumps(source),))
-    conn.commit()
-    conn.close()
+    with behind_its_back(store_path) as conn:
+        (text,) = conn.execute("SELECT source_json FROM operations").fetchone()
+        source = {**json.loads(text), **change} if isinstance(change, dict) else change
+        if kind is not None:
+            conn.execute("UPDATE operations SET transport = ?", (kind,))
+        else:
+            conn.execute("UPDATE operations SET source_json = ?", (json.dumps(source),))
     store = open_store(store_path)
     with pytest.raises(TamperedStore, match=f"operation {op_id}: "):
         store.get_operation(op_id)

@@ -12,10 +12,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.audit_log import rewrite_as_row_records, row_writes
 from support.cli import Invoke
 from support.clock import FakeClock
-from support.stores import approval_of, start
+from support.stores import approval_of, behind_its_back, start
 
 from toolloop_cli.service import approvals, operations
 from toolloop_cli.service.verify import verify_store
@@ -23,10 +24,8 @@ from toolloop_cli.store import open_store
 
 
 def _records(store_path: Path) -> list[dict[str, Any]]:
-    conn = sqlite3.connect(store_path)
-    found = [w["row"] for w in row_writes(conn) if w["kind"] == "transition"]
-    conn.close()
-    return found
+    with behind_its_back(store_path) as conn:
+        return [w["row"] for w in row_writes(conn) if w["kind"] == "transition"]
 
 
 def test_each_call_and_approval_transition_names_the_response_of_its_call(
@@ -69,6 +68,7 @@ def _downgrade(store_path: Path) -> None:
     conn.close()
 
 
+@pytest.mark.sqlite_only  # the SQLite migration history; PostgreSQL's starts with the column
 def test_a_store_from_before_the_column_migrates_verifies_and_goes_on(
     cli: Invoke, store_path: Path, clock: FakeClock
 ) -> None:

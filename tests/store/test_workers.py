@@ -95,6 +95,17 @@ def test_a_worker_killed_mid_run_leaves_work_the_next_worker_finishes_exactly_on
         assert finish.returncode == 0, finish.stderr
         for apr in store.pending_approvals():
             approvals.approve(store, apr.approval_id, "ops-lead")
+    # a kill while a refund draft ran (a write with no reconcile) escalates its operation:
+    # the outcome is unknown, and a person continues it explicitly
+    for op, state in states(postgres_url, ids).items():
+        if state == "ESCALATED":
+            forced = subprocess.run(
+                [*cmd[:3], "resume", op, "--force-continue", "--as", "ops-lead"]
+                + ["--store", postgres_url],
+                env=env,
+                capture_output=True,
+            )
+            assert forced.returncode == 0, forced.stderr
     assert set(states(postgres_url, ids).values()) == {"COMPLETED"}
     refunds = ledger_refunds(data / "payments.db")
     keys = [r["idempotency_key"] for r in refunds]

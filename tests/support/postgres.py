@@ -55,3 +55,17 @@ def start_server(folder: Path) -> Server:
 
         server = pgserver.get_server(str(folder), cleanup_mode="stop")
     return Server(server.get_uri(), owned=server)
+
+
+class PgLocation(str):
+    """A PostgreSQL store's URL standing where a test takes a store file's path: ``str`` is the
+    URL (what ``--store`` and ``open_store`` take) and ``parent`` the folder of the handlers'
+    data (``TOOLLOOP_DATA_DIR``), as a file store's folder is. Anything else a path has is
+    missing on purpose: a test that reads the file itself is ``sqlite_only``."""
+
+    parent: Path
+
+    def __new__(cls, url: str, data_dir: Path) -> PgLocation:
+        location = super().__new__(cls, url)
+        location.parent = data_dir
+        return location

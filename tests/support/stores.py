@@ -3,18 +3,50 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from support.clock import FakeClock
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
 from toolloop_cli.service import approvals, operations
 from toolloop_cli.store import Store, open_store
+from toolloop_cli.store.connection import Connection, Cursor
+from toolloop_cli.store.postgres import connect_postgres, is_postgres_url
 
 
 def sqlite_of(store: Store) -> sqlite3.Connection:
     """The SQLite connection of a file store, for a test that uses what only SQLite has."""
     assert isinstance(store.conn, sqlite3.Connection), f"{store.location} is not a SQLite store"
     return store.conn
+
+
+@contextmanager
+def behind_its_back(location: str | Path) -> Iterator[Connection]:
+    """A plain connection to a store's database, SQLite file or PostgreSQL URL, for writing
+    what toolloop never would (an attacker, a broken tool, an old version): ``?``
+    placeholders on both; every change is committed when the block ends."""
+    if is_postgres_url(str(location)):
+        conn: Connection = connect_postgres(str(location))  # autocommit: each statement
+        try:
+            yield conn
+        finally:
+            conn.close()
+        return
+    raw = sqlite3.connect(location)
+    try:
+        with raw:
+            yield raw
+    finally:
+        raw.close()
+
+
+def one_row(cursor: Cursor) -> dict[str, Any]:
+    """The cursor's one row by column name (on either backend)."""
+    row = cursor.fetchone()
+    assert row is not None, "no row"
+    return dict(zip([d[0] for d in cursor.description], row, strict=True))
 
 
 def start(store: Store, clock: FakeClock) -> str:

@@ -41,8 +41,11 @@ _ABSENT = object()
 class AuditWriter:
     """Collects a transaction's row writes and appends them to the log at its commit."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, head_source: str = "audit_log") -> None:
         self.conn = conn
+        #: where the chain's head is read: the log, or a view of its last link (PostgreSQL,
+        #: so a tenant role that sees only its own records still appends to the one chain)
+        self.head_source = head_source
         self._known: dict[_Slot, dict[str, Any]] = {}
         self._open: dict[_Slot, dict[str, Any]] = {}  # versions written in the open transaction
         self._writes: list[tuple[str | None, Write]] = []
@@ -82,10 +85,7 @@ class AuditWriter:
         if not self._writes:
             return
         if head is None:
-            last = self.conn.execute(
-                "SELECT seq, chain_sha256 FROM audit_log ORDER BY seq DESC LIMIT 1"
-            ).fetchone()
-            head = (0, GENESIS) if last is None else (int(last[0]), str(last[1]))
+            head = self.head()
         groups: dict[str | None, list[Write]] = {}
         for op, write in self._writes:
             groups.setdefault(op, []).append(write)
@@ -95,6 +95,13 @@ class AuditWriter:
             append_sealed(self.conn, sealed)
             seq, prev = sealed.seq, sealed.chain_sha256
         self._writes.clear()
+
+    def head(self) -> tuple[int, str]:
+        """``(seq, chain_sha256)`` of the last audit record; ``(0, GENESIS)`` when empty."""
+        last = self.conn.execute(
+            f"SELECT seq, chain_sha256 FROM {self.head_source} ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        return (0, GENESIS) if last is None else (int(last[0]), str(last[1]))
 
     def committed(self) -> None:
         """The transaction committed: its versions are now the known ones."""

@@ -230,6 +230,17 @@ def _statements(script: str) -> Callable[[Connection], None]:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_schema", _statements(_SCHEMA)),
     Migration("0002_report_views", _statements(_VIEWS)),
+    # read with the view owner's rights: a tenant role under row-level security
+    # (docs/postgresql-tenancy.sql) sees only its own rows, yet appends to the one audit chain
+    # and stores a body another tenant stored first only once
+    Migration(
+        "0003_shared_views",
+        _statements(
+            "CREATE VIEW audit_head AS"
+            " SELECT seq, chain_sha256 FROM audit_log ORDER BY seq DESC LIMIT 1;"
+            "CREATE VIEW blob_hashes AS SELECT sha256 FROM blobs;"
+        ),
+    ),
 )
 
 _LOG = (

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex
-from toolloop_cli.audit.hashing import GENESIS
 from toolloop_cli.engine.records import (
     ApprovalRecord,
     CallRecord,
@@ -83,7 +82,12 @@ class Store:
         self._barrier = False  # the open transaction is a barrier
         self._after_commit: list[Callable[[], None]] = []
         self._conversations: dict[str, list[JSONObject]] = {}
-        self._audit = AuditWriter(self.conn)
+        self._audit = AuditWriter(self.conn, "audit_head" if self.postgres else "audit_log")
+        #: where a body's hash is looked up, and how a body is added once: on PostgreSQL
+        #: through the ``blob_hashes`` view, so that under row-level security a tenant's
+        #: item that another tenant stored first is found, not written again
+        self._blob_hashes = "blob_hashes" if self.postgres else "blobs"
+        self._add_blob = _ADD_BLOB_PG if self.postgres else _ADD_BLOB
         self._tools_cache: tuple[Sequence[ToolSpec], str] | None = None
 
     @property
@@ -341,10 +345,7 @@ class Store:
             body = canonical_text(item)
             digest = sha256_hex(body.encode("utf-8"))
             digests.append(digest)
-            self.conn.execute(
-                "INSERT INTO blobs (sha256, body) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING",
-                (digest, body),
-            )
+            self.conn.execute(self._add_blob, (digest, body))
             self.conn.execute(
                 "INSERT INTO conversation (operation_id, seq, item_sha256) VALUES (?, ?, ?)",
                 (operation_id, start + offset, digest),
@@ -403,7 +404,8 @@ class Store:
             body = canonical_text([t.model_dump() for t in tools])
             digest = sha256_hex(body.encode("utf-8"))
             self._tools_cache = (tools, digest)
-        if self.conn.execute("SELECT 1 FROM blobs WHERE sha256 = ?", (digest,)).fetchone() is None:
+        held = f"SELECT 1 FROM {self._blob_hashes} WHERE sha256 = ?"
+        if self.conn.execute(held, (digest,)).fetchone() is None:
             body = canonical_text([t.model_dump() for t in tools])
             self.conn.execute("INSERT INTO blobs (sha256, body) VALUES (?, ?)", (digest, body))
         return digest
@@ -537,8 +539,7 @@ class Store:
         body = None if policy is None else canonical_text(policy)
         if body is None or sha256_hex(body.encode("utf-8")) != digest:
             raise StoreError(f"the policy given for pin {digest} does not hash to it")
-        sql = "INSERT INTO blobs (sha256, body) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING"
-        self.conn.execute(sql, (digest, body))
+        self.conn.execute(self._add_blob, (digest, body))
 
     def pinned_policy(self, digest: str) -> JSONObject:
         """The policy block an approval pinned, checked against its hash."""
@@ -623,10 +624,7 @@ class Store:
 
     def audit_head(self) -> tuple[int, str]:
         """``(seq, chain_sha256)`` of the last audit record; ``(0, GENESIS)`` when empty."""
-        last = self.conn.execute(
-            "SELECT seq, chain_sha256 FROM audit_log ORDER BY seq DESC LIMIT 1"
-        ).fetchone()
-        return (0, GENESIS) if last is None else (int(last[0]), str(last[1]))
+        return self._audit.head()
 
     def audited_binding(self, operation_id: str, response_id: str, call_id: str) -> str | None:
         """The ``call_binding_sha256`` the audit log last recorded for a call (or None)."""
@@ -650,6 +648,14 @@ class Store:
             (operation_id,),
         )
         return bindings_in((text for (text,) in cur), wanted)
+
+
+_ADD_BLOB = "INSERT INTO blobs (sha256, body) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING"
+_ADD_BLOB_PG = (
+    "INSERT INTO blobs (sha256, body) SELECT v.h, v.b"
+    " FROM (VALUES (CAST(? AS TEXT), CAST(? AS TEXT))) AS v (h, b)"
+    " WHERE NOT EXISTS (SELECT FROM blob_hashes x WHERE x.sha256 = v.h)"
+)
 
 
 def earlier_calls_query(

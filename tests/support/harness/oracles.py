@@ -1,6 +1,7 @@
 """What must hold after any crash, resume or fault: each check returns a list of problems.
 
-- the SQLite file is sound (``PRAGMA integrity_check``);
+- a SQLite file is sound (``PRAGMA integrity_check``; a PostgreSQL store's pages are its
+  server's to check);
 - ``toolloop verify`` recomputes every hash (``verify_problems``: the library behind the
   command when present, else the integrity check alone);
 - at most one effect per intent in the downstream ledger, and no effect without an intent;
@@ -16,13 +17,14 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from support.harness.stores import is_postgres, present, rows_of
 from toolloop_cli.store import open_store
 
 DONE = ("SUCCEEDED", "RECONCILED")
 
 
 def integrity_problems(path: Path) -> list[str]:
-    if not path.exists():
+    if is_postgres(path) or not path.exists():
         return []
     with closing(sqlite3.connect(path)) as conn:
         result = conn.execute("PRAGMA integrity_check").fetchall()
@@ -32,7 +34,7 @@ def integrity_problems(path: Path) -> list[str]:
 def verify_problems(path: Path) -> list[str]:
     """The ``toolloop verify`` hook: every mismatch it reports, as text."""
     problems = integrity_problems(path)
-    if not path.exists():
+    if not present(path):
         return problems
     try:
         from toolloop_cli.service.verify import verify_store
@@ -47,6 +49,7 @@ def verify_problems(path: Path) -> list[str]:
 
 
 def _rows(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of the downstream ledger (a SQLite file beside the store, or in its data dir)."""
     if not path.exists():
         return []
     with closing(sqlite3.connect(path)) as conn:
@@ -71,7 +74,7 @@ def ledger_problems(store_path: Path) -> list[str]:
     for intent, n in Counter(drafts).items():
         if n > 1:
             problems.append(f"{n} drafts of {intent}")
-    calls = _rows(
+    calls = rows_of(
         store_path,
         "SELECT c.call_id, c.name, c.state, c.idempotency_key, a.status FROM calls c"
         " LEFT JOIN approvals a ON a.approval_id = c.approval_id",
@@ -89,7 +92,7 @@ def ledger_problems(store_path: Path) -> list[str]:
 
 def decisions(path: Path) -> dict[str, tuple[str, str | None]]:
     """approval id → (status, decided_by) of every decided approval."""
-    rows = _rows(path, "SELECT approval_id, status, decided_by FROM approvals")
+    rows = rows_of(path, "SELECT approval_id, status, decided_by FROM approvals")
     return {r[0]: (r[1], r[2]) for r in rows if r[1] in ("APPROVED", "DENIED")}
 
 
@@ -103,7 +106,7 @@ def lost_decisions(before: dict[str, tuple[str, str | None]], path: Path) -> lis
 
 
 def operation_state(path: Path) -> str | None:
-    rows = _rows(path, "SELECT state FROM operations")
+    rows = rows_of(path, "SELECT state FROM operations")
     return str(rows[0][0]) if rows else None
 
 

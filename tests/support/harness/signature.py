@@ -5,7 +5,11 @@ from them), wall-clock durations and the hashes over those. The signature dumps 
 business tables in row order, names each id by its first appearance, zeroes durations and
 leaves out those hashes (``verify`` checks them), the audit chain (hashes over the rest)
 and leases (operational). A crashed store is legal when its signature is one an
-uninterrupted run committed.
+uninterrupted run committed on the same backend.
+
+SQLite rows come in ``rowid`` (insertion) order; PostgreSQL has none, so its rows come in
+key order with the random ids out of the keys (and without the transitions' serial ``id``,
+whose sequence a rolled-back transaction also advances).
 """
 
 from __future__ import annotations
@@ -13,30 +17,44 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sqlite3
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.harness.stores import is_postgres, reading
 from toolloop_cli.store.repo import Store
 
 TABLES = ("operations", "turns", "calls", "approvals", "transitions", "conversation", "blobs")
 SKIP_COLUMNS = {"calls": {"result_sha256", "call_binding_sha256"}}
+#: a PostgreSQL table's order: its rows' insertion order for one operation's run
+PG_ORDER = {
+    "operations": "operation_id",
+    "turns": "operation_id, idx",
+    "calls": "operation_id, turn_idx, seq",
+    "approvals": "operation_id, response_id, call_id",
+    "transitions": "id",
+    "conversation": "operation_id, seq",
+    "blobs": "sha256",
+}
+PG_SKIP = {"transitions": {"id"}}
 _IDS = re.compile(r"\b(op|apr|idk)_[0-9a-f]{16,}\b")
 _DURATION = re.compile(r'("duration_ms": ?)[0-9.eE+-]+')
 
 
-def dump(path: Path) -> str:
+def dump(path: str | Path) -> str:
     """The normalised text of the store's business tables."""
-    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+    pg = is_postgres(path)
+    with reading(path) as conn:
         parts = []
         for table in TABLES:
-            cur = conn.execute(f"SELECT * FROM {table} ORDER BY rowid")
+            order = PG_ORDER[table] if pg else "rowid"
+            skip = SKIP_COLUMNS.get(table, set()) | (PG_SKIP.get(table, set()) if pg else set())
+            cur = conn.execute(f"SELECT * FROM {table} ORDER BY {order}")
             names = [d[0] for d in cur.description]
-            keep = [i for i, n in enumerate(names) if n not in SKIP_COLUMNS.get(table, ())]
+            keep = [i for i, n in enumerate(names) if n not in skip]
             rows = [[_plain(row[i]) for i in keep] for row in cur]
             parts.append(json.dumps([table, [names[i] for i in keep], rows], sort_keys=True))
     text = "\n".join(parts)
@@ -48,7 +66,7 @@ def dump(path: Path) -> str:
     return _IDS.sub(name, text)
 
 
-def signature(path: Path) -> str:
+def signature(path: str | Path) -> str:
     """sha256 of ``dump(path)``."""
     return hashlib.sha256(dump(path).encode()).hexdigest()
 
@@ -71,8 +89,7 @@ def recording_commits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     def transaction(self: Store) -> Iterator[None]:
         with original(self):
             yield
-        assert self.path is not None
-        seen.append(signature(self.path))
+        seen.append(signature(self.path if self.path is not None else self.location))
 
     with monkeypatch.context() as patch:
         patch.setattr(Store, "transaction", transaction)

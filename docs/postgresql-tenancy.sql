@@ -54,44 +54,30 @@ ALTER VIEW v_calls SET (security_invoker = true);
 ALTER VIEW v_approvals SET (security_invoker = true);
 GRANT SELECT ON v_operations, v_calls, v_approvals TO toolloop_tenant;
 
-ALTER TABLE operations ENABLE ROW LEVEL SECURITY;
-ALTER TABLE approvals ENABLE ROW LEVEL SECURITY;
-ALTER TABLE turns ENABLE ROW LEVEL SECURITY;
-ALTER TABLE calls ENABLE ROW LEVEL SECURITY;
-ALTER TABLE transitions ENABLE ROW LEVEL SECURITY;
-ALTER TABLE conversation ENABLE ROW LEVEL SECURITY;
-ALTER TABLE leases ENABLE ROW LEVEL SECURITY;
-ALTER TABLE blobs ENABLE ROW LEVEL SECURITY;
-ALTER TABLE audit_log ENABLE ROW LEVEL SECURITY;
-
-DROP POLICY IF EXISTS own_tenant ON operations;
-CREATE POLICY own_tenant ON operations TO toolloop_tenant
-    USING (tenant = toolloop_tenant()) WITH CHECK (tenant = toolloop_tenant());
-DROP POLICY IF EXISTS own_tenant ON approvals;
-CREATE POLICY own_tenant ON approvals TO toolloop_tenant
-    USING (tenant = toolloop_tenant()) WITH CHECK (tenant = toolloop_tenant());
-
--- rows of an operation: visible when the operation is (the subquery is itself filtered)
-DROP POLICY IF EXISTS own_tenant ON turns;
-CREATE POLICY own_tenant ON turns TO toolloop_tenant
-    USING (operation_id IN (SELECT operation_id FROM operations))
-    WITH CHECK (operation_id IN (SELECT operation_id FROM operations));
-DROP POLICY IF EXISTS own_tenant ON calls;
-CREATE POLICY own_tenant ON calls TO toolloop_tenant
-    USING (operation_id IN (SELECT operation_id FROM operations))
-    WITH CHECK (operation_id IN (SELECT operation_id FROM operations));
-DROP POLICY IF EXISTS own_tenant ON transitions;
-CREATE POLICY own_tenant ON transitions TO toolloop_tenant
-    USING (operation_id IN (SELECT operation_id FROM operations))
-    WITH CHECK (operation_id IN (SELECT operation_id FROM operations));
-DROP POLICY IF EXISTS own_tenant ON conversation;
-CREATE POLICY own_tenant ON conversation TO toolloop_tenant
-    USING (operation_id IN (SELECT operation_id FROM operations))
-    WITH CHECK (operation_id IN (SELECT operation_id FROM operations));
-DROP POLICY IF EXISTS own_tenant ON leases;
-CREATE POLICY own_tenant ON leases TO toolloop_tenant
-    USING (operation_id IN (SELECT operation_id FROM operations))
-    WITH CHECK (operation_id IN (SELECT operation_id FROM operations));
+DO $$
+DECLARE
+    t TEXT;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['operations', 'approvals', 'turns', 'calls', 'transitions',
+                             'conversation', 'leases', 'blobs', 'audit_log'] LOOP
+        EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
+    END LOOP;
+    -- rows with a tenant: the role's own
+    FOREACH t IN ARRAY ARRAY['operations', 'approvals'] LOOP
+        EXECUTE format('DROP POLICY IF EXISTS own_tenant ON %I', t);
+        EXECUTE format('CREATE POLICY own_tenant ON %I TO toolloop_tenant'
+                       ' USING (tenant = toolloop_tenant())'
+                       ' WITH CHECK (tenant = toolloop_tenant())', t);
+    END LOOP;
+    -- rows of an operation: visible when the operation is (the subquery is itself filtered)
+    FOREACH t IN ARRAY ARRAY['turns', 'calls', 'transitions', 'conversation', 'leases'] LOOP
+        EXECUTE format('DROP POLICY IF EXISTS own_tenant ON %I', t);
+        EXECUTE format('CREATE POLICY own_tenant ON %I TO toolloop_tenant'
+                       ' USING (operation_id IN (SELECT operation_id FROM operations))'
+                       ' WITH CHECK (operation_id IN (SELECT operation_id FROM operations))', t);
+    END LOOP;
+END
+$$;
 
 -- bodies (conversation items, tool lists, approval policies) are stored once by content
 -- hash: a tenant reads the ones its own rows refer to, and may store any (the store looks

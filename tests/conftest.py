@@ -78,7 +78,7 @@ BOTH_BACKENDS = ("engine", "store", "audit", "reliability")
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test under ``BOTH_BACKENDS`` that takes ``store_path`` runs once on a SQLite file and
     once on a PostgreSQL database, unless it is marked ``sqlite_only`` (it reads the file, or
-    uses what only SQLite has) or names its backends itself."""
+    uses what only SQLite has)."""
     if "store_path" not in metafunc.fixturenames:
         return
     folder = Path(str(metafunc.definition.path)).resolve().relative_to(_TESTS).parts[0]

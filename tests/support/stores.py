@@ -23,10 +23,11 @@ def sqlite_of(store: Store) -> sqlite3.Connection:
 
 
 @contextmanager
-def behind_its_back(location: str | Path) -> Iterator[Connection]:
+def behind_its_back(location: str | Path, *, read_only: bool = False) -> Iterator[Connection]:
     """A plain connection to a store's database, SQLite file or PostgreSQL URL, for writing
-    what toolloop never would (an attacker, a broken tool, an old version): ``?``
-    placeholders on both; every change is committed when the block ends."""
+    what toolloop never would (an attacker, a broken tool, an old version), or for reading
+    it as toolloop does not (``read_only``: a SQLite file is opened read-only, never made):
+    ``?`` placeholders on both; every change is committed when the block ends."""
     if is_postgres_url(str(location)):
         conn: Connection = connect_postgres(str(location))  # autocommit: each statement
         try:
@@ -34,7 +35,11 @@ def behind_its_back(location: str | Path) -> Iterator[Connection]:
         finally:
             conn.close()
         return
-    raw = sqlite3.connect(location)
+    raw = (
+        sqlite3.connect(f"file:{location}?mode=ro", uri=True)
+        if read_only
+        else sqlite3.connect(location)
+    )
     try:
         with raw:
             yield raw

@@ -17,8 +17,9 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from support.harness.stores import is_postgres, present, rows_of
+from support.harness.stores import is_postgres, rows_of
 from toolloop_cli.store import open_store
+from toolloop_cli.store.db import store_exists
 
 DONE = ("SUCCEEDED", "RECONCILED")
 
@@ -34,7 +35,7 @@ def integrity_problems(path: Path) -> list[str]:
 def verify_problems(path: Path) -> list[str]:
     """The ``toolloop verify`` hook: every mismatch it reports, as text."""
     problems = integrity_problems(path)
-    if not present(path):
+    if not store_exists(path):
         return problems
     try:
         from toolloop_cli.service.verify import verify_store

@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from support.harness.stores import is_postgres, reading
+from support.harness.stores import is_postgres
+from support.stores import behind_its_back
 from toolloop_cli.store.repo import Store
 
 TABLES = ("operations", "turns", "calls", "approvals", "transitions", "conversation", "blobs")
@@ -47,7 +48,7 @@ _DURATION = re.compile(r'("duration_ms": ?)[0-9.eE+-]+')
 def dump(path: str | Path) -> str:
     """The normalised text of the store's business tables."""
     pg = is_postgres(path)
-    with reading(path) as conn:
+    with behind_its_back(path, read_only=True) as conn:
         parts = []
         for table in TABLES:
             order = PG_ORDER[table] if pg else "rowid"

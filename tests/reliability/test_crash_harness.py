@@ -320,7 +320,7 @@ def _run_batch_without_intent(
             call.name, call.arguments, executing_step._context(deps, op, call)
         )
         deps.failpoint("after_effect_before_result_commit")
-        with deps.store.transaction():
+        with deps.store.transaction(before_wait=True):  # as the loop commits an effect's result
             running = call_to(deps, call, CallState.EXECUTING, "no intent")
             ended.append(executing_step._record_execution(deps, op, running, execution))
     return op, ended, []

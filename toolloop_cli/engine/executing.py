@@ -124,7 +124,7 @@ def _run_batch(
     always has its intent (and so its key) in the store.
     """
     effects = any(_side_effecting(deps, c) for c in batch)
-    with deps.store.transaction():
+    with deps.store.transaction(before_wait=True):  # the handlers start right after it
         if effects:
             deps.store.barrier()
         by_tool = dict(op.counters.tool_calls_by_tool)
@@ -153,7 +153,7 @@ def _run_batch(
         if not effects:
             reads.append((call, execution))
             continue
-        with deps.store.transaction():
+        with deps.store.transaction(before_wait=True):  # an effect's result: at once
             ended.append(_record_execution(deps, op, call, execution))
         deps.failpoint("after_result_commit")
     return op, ended, reads
@@ -174,6 +174,7 @@ def _context(deps: Deps, op: OperationRecord, call: CallRecord) -> CallContext:
 
 def _recover_call(deps: Deps, op: OperationRecord, call: CallRecord) -> CallRecord:
     """A call left EXECUTING by a crash: reconcile a side effect, re-run a read."""
+    deps.store.release()  # a reconcile handler or the call's own handler runs next
     tool = deps.toolbox.lookup(call.name)
     assert call.arguments is not None
     if tool is not None and tool.side_effecting:
@@ -194,7 +195,7 @@ def _recover_call(deps: Deps, op: OperationRecord, call: CallRecord) -> CallReco
                 )
             deps.failpoint("after_recover_commit")
             return call
-    with deps.store.transaction():
+    with deps.store.transaction(before_wait=True):
         if tool is not None and tool.side_effecting:
             deps.store.barrier()
         call = call_to(deps, call, C.EXECUTING, "re-run: the downstream has no record of the key")

@@ -108,13 +108,14 @@ def run(
     if op is None:
         op = deps.store.get_operation(operation_id)
     calls: list[CallRecord] | None = None
-    for _ in range(max_steps):
-        last = advance(deps, op, calls)
-        if after_step is not None:
-            after_step(last)
-        if is_terminal(last.target) or last.waiting:
-            return last
-        op, calls = last.operation, last.calls
+    with deps.store.holding():  # steps with no wait between them share one commit
+        for _ in range(max_steps):
+            last = advance(deps, op, calls)
+            if after_step is not None:
+                after_step(last)
+            if is_terminal(last.target) or last.waiting:
+                return last
+            op, calls = last.operation, last.calls
     raise ToolloopError(f"operation {operation_id} did not settle in {max_steps} steps")
 
 

@@ -53,6 +53,7 @@ def request_model(
     time_left = (parse_iso(op.deadline_at) - deps.clock.now()).total_seconds()
     request = request.model_copy(update={"time_left_s": time_left})
     request_sha = deps.request_hasher.digest(op.operation_id, request.body, conversation)
+    deps.store.release()  # what led to this request is committed (and told) before it is sent
     deps.on_event("request", {"turn": op.counters.requests, "request_sha256": request_sha})
     deps.failpoint("before_model_request")
     turn, body = _exchange(deps, request)
@@ -95,6 +96,7 @@ def request_model(
             op, calls = _apply_outcome(deps, op, turn, idx)
     deps.failpoint("after_turn_commit")
     if op.state is OpState.MODEL_REQUESTED:
+        deps.store.release()  # a failed request is committed before the pause before a retry
         _backoff(deps, op, turn)
     return op, calls
 

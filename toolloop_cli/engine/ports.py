@@ -174,7 +174,18 @@ class Clock(Protocol):
 class StorePort(Protocol):
     """The writes and reads the engine makes; every write inside ``transaction()``."""
 
-    def transaction(self) -> AbstractContextManager[None]: ...
+    def transaction(self, *, before_wait: bool = False) -> AbstractContextManager[None]:
+        """All of a state change or none of it; ``before_wait``: something outside the store
+        (a handler, a model request) follows, so a held commit cannot wait any longer."""
+        ...
+
+    def holding(self) -> AbstractContextManager[None]:
+        """Within it, commits may be held open and joined until the next wait or barrier."""
+        ...
+
+    def release(self) -> None:
+        """Commit the held state changes now: the engine is about to wait outside the store."""
+        ...
 
     def after_commit(self, announce: Callable[[], None]) -> None:
         """Call ``announce`` once the open transaction has committed (never on a rollback)."""

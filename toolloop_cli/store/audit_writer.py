@@ -80,6 +80,21 @@ class AuditWriter:
         base = self._open.get(slot) or self._known.get(slot)
         return _ABSENT if base is None else base.get("updated_at", _ABSENT)
 
+    def unsealed_bindings(
+        self, operation_id: str, wanted: set[tuple[str, str]]
+    ) -> dict[tuple[str, str], str | None]:
+        """The last ``call_binding_sha256`` the open transaction wrote for each wanted
+        (response id, call id): writes of a held commit are not in the log yet."""
+        found: dict[tuple[str, str], str | None] = {}
+        for op, write in reversed(self._writes):
+            if op != operation_id or write.kind != "call" or len(write.key) != 3:
+                continue
+            pair = (write.key[1], write.key[2])
+            if pair in wanted and pair not in found and "call_binding_sha256" in write.changes:
+                value = write.changes["call_binding_sha256"]
+                found[pair] = value if isinstance(value, str) else None
+        return found
+
     def seal(self, head: tuple[int, str] | None) -> None:
         """Append the open transaction's writes as one batch record per operation."""
         if not self._writes:

@@ -80,6 +80,10 @@ class Store:
         #: called after each barrier commit is on disk (a power-loss test snapshots the files)
         self.on_barrier: Callable[[], None] | None = None
         self._barrier = False  # the open transaction is a barrier
+        self._hold = False  # inside holding(): commits wait for the next wait or barrier
+        self._held = False  # a transaction's commit is held open, to be joined
+        #: conversation lengths when the open transaction began (restored on a rollback)
+        self._cached: dict[str, int] = {}
         self._after_commit: list[Callable[[], None]] = []
         self._conversations: dict[str, list[JSONObject]] = {}
         self._audit = AuditWriter(self.conn, "audit_head" if self.postgres else "audit_log")
@@ -102,30 +106,66 @@ class Store:
         self.conn.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT``: all of a state change, or none of it."""
-        if self.conn.in_transaction:
-            raise StoreError("nested store transaction")
-        self._begin_immediate()
-        self._barrier = False
-        cached = {k: len(v) for k, v in self._conversations.items()}
+    def transaction(self, *, before_wait: bool = False) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``: all of a state change, or none of it.
+
+        Inside ``holding()`` the commit is held open and the next transaction joins it (one
+        commit for the state changes between two waits), unless ``before_wait`` says that
+        something outside the store (a handler, a model request) follows, or the
+        transaction is a barrier: then it commits now, with everything it joined.
+        """
+        if not self._held:
+            if self.conn.in_transaction:
+                raise StoreError("nested store transaction")
+            self._begin_immediate()
+            self._barrier = False
+            self._cached = {k: len(v) for k, v in self._conversations.items()}
+        self._held = False
         try:
             yield
+        except BaseException as exc:
+            self._roll_back(exc)
+            raise
+        if self._hold and not before_wait and not self._barrier:
+            self._held = True
+            return
+        self._commit()
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Hold commits open across transactions until a wait, a barrier or the end.
+
+        Only under barriers durability (``full`` commits every transaction on its own, as
+        asked). A crash loses at most the held state changes: none of them had an effect
+        outside the store, so they are made again from the last commit.
+        """
+        if self.durability is Durability.FULL or self._hold:
+            yield
+            return
+        self._hold = True
+        try:
+            yield
+        finally:
+            self._hold = False
+            self.release()
+
+    def release(self) -> None:
+        """Commit the held state changes now (nothing when none are held)."""
+        if self._held:
+            self._held = False
+            self._commit()
+
+    def _commit(self) -> None:
+        """Seal the audit batch and commit the open transaction; then fsync a barrier and
+        tell what was stored."""
+        try:
             self._audit.seal(None)
             if self._barrier and self.postgres and self.durability is not Durability.FULL:
                 # this one commit waits for its WAL flush (the session's others do not)
                 self.conn.execute("SET LOCAL synchronous_commit TO on")
             self.conn.execute("COMMIT")
         except BaseException as exc:
-            self._audit.rolled_back()
-            self._barrier = False
-            self._after_commit.clear()
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-            for op_id, length in cached.items():
-                del self._conversations[op_id][length:]
-            if isinstance(exc, sqlite3.Error | OverflowError):  # OverflowError: a value too big
-                raise StoreError(f"store write failed ({self.location}): {exc}") from exc
+            self._roll_back(exc)
             raise
         self._audit.committed()
         if self._barrier:
@@ -135,11 +175,28 @@ class Store:
         for announce in pending:
             announce()
 
+    def _roll_back(self, exc: BaseException) -> None:
+        """Undo the open transaction (and everything it joined); a database error becomes a
+        ``StoreError`` raised from ``exc``."""
+        self._held = False
+        self._audit.rolled_back()
+        self._barrier = False
+        self._after_commit.clear()
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+        for op_id, length in self._cached.items():
+            del self._conversations[op_id][length:]
+        self._cached = {}
+        if isinstance(exc, sqlite3.Error | OverflowError):  # OverflowError: a value too big
+            raise StoreError(f"store write failed ({self.location}): {exc}") from exc
+
     @contextmanager
     def lease_transaction(self) -> Iterator[None]:
         """A transaction that writes leases only (never audited): on PostgreSQL a plain
         ``BEGIN``, ordered by row locks instead of the store's write lock, so taking a lease
-        never waits for another operation's step; on SQLite a write like any other."""
+        never waits for another operation's step; on SQLite a write like any other.
+        Held state changes are committed first."""
+        self.release()
         if self.conn.in_transaction:
             raise StoreError("nested store transaction")
         try:
@@ -641,13 +698,15 @@ class Store:
         a turn's results were written in its last few transactions.
         """
         wanted = set(calls)
-        if not wanted:
-            return {}
+        found = self._audit.unsealed_bindings(operation_id, wanted)
+        rest = wanted - set(found)
+        if not rest:
+            return found
         cur = self.conn.execute(
             "SELECT record FROM audit_log WHERE operation_id = ? ORDER BY seq DESC",
             (operation_id,),
         )
-        return bindings_in((text for (text,) in cur), wanted)
+        return {**found, **bindings_in((text for (text,) in cur), rest)}
 
 
 _ADD_BLOB = "INSERT INTO blobs (sha256, body) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING"

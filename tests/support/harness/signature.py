@@ -82,16 +82,15 @@ def _plain(value: Any) -> Any:
 
 @contextmanager
 def recording_commits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Collect the signature of the store after every commit made in this process."""
+    """Collect the signature of the store after every commit made in this process (each
+    ``COMMIT`` the store issues: a transaction's own, or the one ending a held series)."""
     seen: list[str] = []
-    original = Store.transaction
+    original = Store._commit
 
-    @contextmanager
-    def transaction(self: Store) -> Iterator[None]:
-        with original(self):
-            yield
+    def commit(self: Store) -> None:
+        original(self)
         seen.append(signature(self.path if self.path is not None else self.location))
 
     with monkeypatch.context() as patch:
-        patch.setattr(Store, "transaction", transaction)
+        patch.setattr(Store, "_commit", commit)
         yield seen

@@ -14,8 +14,9 @@ so a running SHA-256 over the items so far, copied and finished per turn, gives 
 ``sha256(rfc8785.dumps(body))`` at a cost that does not grow with the run (checked against
 the direct hash on the first turns).
 
-``step_commits``: the same, plus one more transaction per state change toolloop
-commits (4 per turn and 1 per call, each a one-row insert): what the commits alone cost.
+``step_commits``: the same, plus the one more transaction per turn that toolloop commits
+for a read-only turn (two: before the handlers and before the next request; the extra one
+a one-row insert): what the commits alone cost.
 
 What it does not do: no state machine, no transition log, no audit hash chain, no per-call
 intent commit before a handler runs (so no crash recovery of a half-run turn), no approvals,
@@ -209,11 +210,10 @@ class Floor:
         return text if not calls else None
 
     def commit(self, idx: int, response: bytes, rows: list[tuple[Any, ...]]) -> None:
-        if self.step_commits:  # toolloop's count: 4 steps, 1 batch intent, 1 result per call
-            for n in range(4 + len(rows)):
-                self.conn.execute("BEGIN IMMEDIATE")
-                self.conn.execute("INSERT INTO steps VALUES (?, ?)", (idx, n))
-                self.conn.execute("COMMIT")
+        if self.step_commits:  # toolloop's count: 2 per read-only turn, this and the one below
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("INSERT INTO steps VALUES (?, ?)", (idx, 0))
+            self.conn.execute("COMMIT")
         start = len(self.conversation) - len(self.pending)
         self.conn.execute("BEGIN IMMEDIATE")
         self.conn.execute(

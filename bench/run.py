@@ -113,7 +113,7 @@ def loop_rows(repeats: int, calls: int, big: int, peers: bool) -> list[Row]:
     floor_b = {t: Row("store size", f"floor T={t}", "B/call") for t in sizes}
     tool_b = {t: Row("store size", f"toolloop T={t}", "B/call") for t in sizes}
     cassette = Row("per-call overhead T=200", "toolloop, reads the cassette file", "µs/call")
-    commits = Row("per-call overhead T=200", "floor + toolloop's commits (8/turn)", "µs/call")
+    commits = Row("per-call overhead T=200", "floor + toolloop's commits (2/turn)", "µs/call")
     a_floor = Row("per-call overhead T=200", "floor, Anthropic shape", "µs/call")
     a_tool = Row("per-call overhead T=200", "toolloop, Anthropic shape", "µs/call")
     peer_rows = {p: Row("peers T=200", p, "µs/call") for p in PEERS}

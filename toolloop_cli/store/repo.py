@@ -558,12 +558,12 @@ class Store:
         if not call_ids:
             return []
         marks = ", ".join("?" for _ in call_ids)
-        cur = self.conn.execute(
+        cur = self.conn.execute(  # sorted here: ordered in SQL, SQLite walked every call
             f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND response_id = ?"
-            f" AND call_id IN ({marks}) ORDER BY turn_idx, seq",
+            f" AND call_id IN ({marks})",  # of the operation in order instead of seeking the key
             (operation_id, response_id, *call_ids),
         )
-        return [call_from_row(r) for r in cur]
+        return sorted((call_from_row(r) for r in cur), key=lambda c: (c.turn_idx, c.seq))
 
     def earlier_calls(
         self,
@@ -727,9 +727,9 @@ def earlier_calls_query(
     parts: list[str] = []
     args: list[Any] = []
     head = f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND turn_idx < ?"
-    if keys:
-        parts.append(f"{head} AND idempotency_key IN ({', '.join('?' for _ in keys)})")
-        args += [operation_id, before_turn, *keys]
+    for key in keys:  # one equality each: with ``IN (…)`` SQLite scanned every earlier call
+        parts.append(f"{head} AND idempotency_key = ?")
+        args += [operation_id, before_turn, key]
     for name, digest in intents:
         parts.append(f"{head} AND name = ? AND arguments_sha256 = ?")
         args += [operation_id, before_turn, name, digest]

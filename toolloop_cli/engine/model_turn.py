@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolloop_cli.audit.canonical import CanonicalJSONError, canonical_bytes, sha256_hex
+from toolloop_cli.audit.canonical import CanonicalJSONError, fast_canonical_bytes, sha256_hex
 from toolloop_cli.errors import (
     AdapterError,
     DeadlineExceeded,
@@ -123,7 +123,7 @@ def _exchange(deps: Deps, request: HttpRequest) -> tuple[ModelTurn, bytes]:
     except AdapterError as exc:
         return _failure(exc.status, "adapter", str(exc), exc.retryable), _body(response)
     try:  # stored content-addressed: an item without a canonical form (1e999999) cannot be
-        canonical_bytes(list(turn.output_items))
+        fast_canonical_bytes(list(turn.output_items))
     except CanonicalJSONError as exc:
         return _failure(response.status, "malformed_payload", str(exc), False), _body(response)
     return turn, _body(response)

@@ -86,13 +86,12 @@ class AuditWriter:
         """The last ``call_binding_sha256`` the open transaction wrote for each wanted
         (response id, call id): writes of a held commit are not in the log yet."""
         found: dict[tuple[str, str], str | None] = {}
-        for op, write in reversed(self._writes):
-            if op != operation_id or write.kind != "call" or len(write.key) != 3:
-                continue
-            pair = (write.key[1], write.key[2])
-            if pair in wanted and pair not in found and "call_binding_sha256" in write.changes:
-                value = write.changes["call_binding_sha256"]
-                found[pair] = value if isinstance(value, str) else None
+        writes = (
+            ((w.key[1], w.key[2]), w.changes)
+            for op, w in reversed(self._writes)
+            if op == operation_id and w.kind == "call" and len(w.key) == 3
+        )
+        _take_bindings(writes, wanted, found)
         return found
 
     def seal(self, head: tuple[int, str] | None) -> None:
@@ -182,12 +181,22 @@ def bindings_in(
         elif record.get("kind") == "call" and isinstance(record.get("row"), dict):
             row = record["row"]
             writes.append(((row.get("response_id"), row.get("call_id")), row))
-        for pair, changes in writes:
-            if pair not in wanted or pair in found or not isinstance(changes, dict):
-                continue
-            if "call_binding_sha256" in changes:
-                value = changes["call_binding_sha256"]
-                found[pair] = value if isinstance(value, str) else None
+        _take_bindings(writes, wanted, found)
         if len(found) == len(wanted):
             break
     return found
+
+
+def _take_bindings(
+    writes: Iterable[tuple[Any, Any]],
+    wanted: set[tuple[str, str]],
+    found: dict[tuple[str, str], str | None],
+) -> None:
+    """Add to ``found`` the binding of each wanted call that ``writes`` (newest first, as
+    (response id, call id), changed columns) set before any found so far."""
+    for pair, changes in writes:
+        if pair not in wanted or pair in found or not isinstance(changes, dict):
+            continue
+        if "call_binding_sha256" in changes:
+            value = changes["call_binding_sha256"]
+            found[pair] = value if isinstance(value, str) else None

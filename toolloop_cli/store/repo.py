@@ -558,9 +558,11 @@ class Store:
         if not call_ids:
             return []
         marks = ", ".join("?" for _ in call_ids)
-        cur = self.conn.execute(  # sorted here: ordered in SQL, SQLite walked every call
+        # sorted here: ordered in SQL, SQLite walked every call of the operation in order
+        # (``calls_turn``) instead of seeking the key
+        cur = self.conn.execute(
             f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND response_id = ?"
-            f" AND call_id IN ({marks})",  # of the operation in order instead of seeking the key
+            f" AND call_id IN ({marks})",
             (operation_id, response_id, *call_ids),
         )
         return sorted((call_from_row(r) for r in cur), key=lambda c: (c.turn_idx, c.seq))

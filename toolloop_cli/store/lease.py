@@ -102,21 +102,24 @@ def acquire(
 ) -> Lease:
     """Take the operation's lease, or raise ``OperationBusy`` naming its live holder."""
     ttl = DEFAULT_TTL_S if ttl_s is None else ttl_s
-    token = secrets.token_hex(8)
-    with store.lease_transaction():
-        row = store.conn.execute(
-            "SELECT token, pid, host, expires_at FROM leases WHERE operation_id = ?",
-            (operation_id,),
-        ).fetchone()
-        moment = now()
-        if row is not None and not _stale(row, moment):
-            raise _busy(operation_id, row)
-        if not _write(store, operation_id, token, row[0] if row else None, moment, ttl):
-            raise OperationBusy(
-                f"operation {operation_id} was just taken by another process; "
-                "try again when it has finished"
-            )
-    _ACTIVE.add(token)
+    token = _own_token()
+    try:
+        with store.lease_transaction():
+            row = store.conn.execute(
+                "SELECT token, pid, host, expires_at FROM leases WHERE operation_id = ?",
+                (operation_id,),
+            ).fetchone()
+            moment = now()
+            if row is not None and not _stale(row, moment):
+                raise _busy(operation_id, row)
+            if not _write(store, operation_id, token, row[0] if row else None, moment, ttl):
+                raise OperationBusy(
+                    f"operation {operation_id} was just taken by another process; "
+                    "try again when it has finished"
+                )
+    except BaseException:
+        _ACTIVE.discard(token)
+        raise
     return Lease(store, operation_id, token, ttl, now)
 
 
@@ -136,21 +139,35 @@ def claim(
     other operations. None when no listed lease can be taken.
     """
     ttl = DEFAULT_TTL_S if ttl_s is None else ttl_s
-    token = secrets.token_hex(8)
     sql = candidates + (" FOR UPDATE OF o SKIP LOCKED" if store.postgres else "")
+    token = _own_token()
     taken: str | None = None
-    with store.lease_transaction():
-        moment = now()
-        for op_id, held_by, pid, host, expires_at in store.conn.execute(sql, parameters):
-            if held_by is not None and not _stale((held_by, pid, host, expires_at), moment):
-                continue
-            if _write(store, str(op_id), token, held_by, moment, ttl):
-                taken = str(op_id)
-                break
-    if taken is None:
-        return None
+    try:
+        with store.lease_transaction():
+            moment = now()
+            for op_id, held_by, pid, host, expires_at in store.conn.execute(sql, parameters):
+                if held_by is not None and not _stale((held_by, pid, host, expires_at), moment):
+                    continue
+                if _write(store, str(op_id), token, held_by, moment, ttl):
+                    taken = str(op_id)
+                    break
+    finally:
+        if taken is None:
+            _ACTIVE.discard(token)
+    return None if taken is None else Lease(store, taken, token, ttl, now)
+
+
+def _own_token() -> str:
+    """A new lease token, counted as this process's own before its row can be committed.
+
+    Another thread of this process that reads the row must see a live holder: were the token
+    added only once the write committed, a thread reading in between would find a lease of
+    this pid that this process does not hold, judge it stale, and run the operation a second
+    time. The caller gives the token up when no lease was written with it.
+    """
+    token = secrets.token_hex(8)
     _ACTIVE.add(token)
-    return Lease(store, taken, token, ttl, now)
+    return token
 
 
 def _write(

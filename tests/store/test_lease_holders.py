@@ -1,0 +1,92 @@
+"""Who holds an operation's lease, as the other threads of the same process see it.
+
+A worker runs several threads in one process, so a lease of this pid is judged by whether
+this process holds its token right now. A claim's token counts as held from before its row
+can be read: a thread that looks the moment after another thread's claim committed sees a
+live holder, never a lease of this pid that nobody holds (which it would take, and the
+operation would run twice).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from support.paths import REFUND_OPENAI, REGISTRY, TASK
+
+from toolloop_cli.service import operations, worker
+from toolloop_cli.store import Store, lease, open_store
+
+
+def _submitted(location: str) -> str:
+    store = open_store(location)
+    try:
+        options = operations.RunOptions(TASK, REGISTRY, transcript=REFUND_OPENAI)
+        return operations.submit(store, options).operation_id
+    finally:
+        store.close()
+
+
+def _looking_after_each_commit(
+    store: Store, look: list[object], other: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After each of ``store``'s lease commits, before the call that made it returns, the
+    other thread (``other``, its own connection) tries to claim."""
+    original = store.lease_transaction
+
+    @contextmanager
+    def then_another_thread_looks() -> Iterator[None]:
+        with original():
+            yield
+        look.append(worker.claim(other))
+
+    monkeypatch.setattr(store, "lease_transaction", then_another_thread_looks)
+
+
+def test_a_claimed_lease_is_live_to_the_other_threads_from_its_commit(
+    store_location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    op_id = _submitted(store_location)
+    first, second = open_store(store_location), open_store(store_location)
+    seen: list[object] = []
+    _looking_after_each_commit(first, seen, second, monkeypatch)
+
+    taken = worker.claim(first)
+
+    assert taken is not None and taken.operation_id == op_id
+    assert seen == [None]  # the other thread found it held, and took nothing
+    (token,) = second.conn.execute("SELECT token FROM leases").fetchone()
+    assert token == taken.token
+    monkeypatch.undo()
+    taken.release()
+    assert worker.claim(second) is not None  # given back: the next claim takes it
+    first.close()
+    second.close()
+
+
+def test_an_acquired_lease_is_live_to_the_other_threads_from_its_commit(
+    store_location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    op_id = _submitted(store_location)
+    first, second = open_store(store_location), open_store(store_location)
+    seen: list[object] = []
+    _looking_after_each_commit(first, seen, second, monkeypatch)
+
+    held = lease.acquire(first, op_id)
+
+    assert seen == [None]
+    with pytest.raises(lease.OperationBusy, match=r"being run by another process \(pid "):
+        lease.acquire(second, op_id)
+    monkeypatch.undo()
+    held.release()
+    first.close()
+    second.close()
+
+
+def test_a_claim_that_takes_nothing_leaves_no_token_held(store_location: str) -> None:
+    store = open_store(store_location)
+    before = set(lease._ACTIVE)
+    assert worker.claim(store) is None  # nothing submitted
+    assert lease._ACTIVE == before
+    store.close()

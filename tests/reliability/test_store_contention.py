@@ -223,12 +223,20 @@ def test_a_lease_that_another_process_took_over_stops_the_holder(
     approved: tuple[Path, str],
 ) -> None:
     path, op_id = approved
-    store = open_store(path)
+    store, other = open_store(path), open_store(path)
     held = lease.acquire(store, op_id, ttl_s=0.0)
-    assert lease.acquire(store, op_id).token != held.token  # expired: taken over
-    held.renewed_at -= 1
+    taker = lease.acquire(other, op_id)
+    assert taker.token != held.token  # expired: taken over
+    assert taker.inherited  # from a holder that is not gone: it may still be running
+    before = store.get_operation(op_id)
+    with pytest.raises(lease.OperationBusy, match="lost its lease"):  # fenced: nothing stored
+        with store.transaction():
+            store.save_operation(before.model_copy(update={"reason": "late"}), before.state)
+    assert store.get_operation(op_id).reason == before.reason
+    held.lost = True  # what its keeper finds at its next renewal
     with pytest.raises(lease.OperationBusy, match="lost its lease"):
-        held.renew_if_due()
+        held.check()
+    taker.release()
 
 
 # -- 17. disk full ------------------------------------------------------------------------------

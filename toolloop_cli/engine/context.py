@@ -50,6 +50,10 @@ class Deps:
     #: here (a replayed recording with nothing after this turn), so the operation ends
     #: INCOMPLETE and the turn's open calls NOT_EXECUTED; None lets it go on
     input_ends: Callable[[OperationRecord], str | None] = lambda op: None
+    #: the operation was taken over from a runner that may still be running (its lease
+    #: expired, its process not shown gone): a call it left EXECUTING may still be in its
+    #: handler, so it is reconciled only once that handler's timeout has passed
+    taken_over: bool = False
 
     def now_iso(self) -> str:
         return iso(self.clock.now())

@@ -16,7 +16,7 @@ from .clock import parse_iso
 from .context import Deps, call_to, save_counters, stop, transition, turn_calls
 from .records import CallRecord, OperationRecord
 from .states import CallState, OpState
-from .types import CallContext, ToolExecution
+from .types import CallContext, ToolExecution, ToolInfo
 
 C = CallState
 
@@ -178,6 +178,7 @@ def _recover_call(deps: Deps, op: OperationRecord, call: CallRecord) -> CallReco
     tool = deps.toolbox.lookup(call.name)
     assert call.arguments is not None
     if tool is not None and tool.side_effecting:
+        _outwait_inherited_attempt(deps, op, call, tool)
         reconciled = deps.toolbox.reconcile(call.name, call.arguments, _context(deps, op, call))
         if reconciled is not None:
             with deps.store.transaction():
@@ -207,6 +208,31 @@ def _recover_call(deps: Deps, op: OperationRecord, call: CallRecord) -> CallReco
         call = _record_execution(deps, op, call, execution)
     deps.failpoint("after_result_commit")
     return call
+
+
+#: added to a handler's timeout before its attempt counts as over: clocks of two hosts differ
+#: a little, and a handler is started a moment after its intent's time is taken
+ATTEMPT_GRACE_S = 1.0
+
+
+def _outwait_inherited_attempt(
+    deps: Deps, op: OperationRecord, call: CallRecord, tool: ToolInfo
+) -> None:
+    """Wait until the handler a taken-over runner started for ``call`` is past its timeout.
+
+    The runner whose lease expired may not be gone: frozen, or cut off from the store, it
+    may still be in the handler, about to apply the effect. Asking the downstream now could
+    hear "no record" and run it a second time; once the handler's timeout has passed, the
+    answer is the outcome (a handler that outlives its timeout breaks its contract, as in
+    any single run). A runner shown gone (its process ended on this host) is not waited for.
+    """
+    if not deps.taken_over or call.started_at is None:
+        return
+    timeout_ms = tool.timeout_ms or op.guards.tool_timeout_ms or 0
+    over = parse_iso(call.started_at).timestamp() + timeout_ms / 1000 + ATTEMPT_GRACE_S
+    left = over - deps.clock.now().timestamp()
+    if left > 0:
+        deps.sleep(left)
 
 
 def _record_execution(

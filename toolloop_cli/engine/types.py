@@ -207,6 +207,8 @@ class ToolInfo:
     sequential: bool = False
     #: set for a provider-defined tool: its type (``memory_20250818``, ``tool_search``)
     provider_type: str | None = None
+    #: how long its handler may run (None: not known here, e.g. a recording's tool)
+    timeout_ms: int | None = None
 
 
 @dataclass(frozen=True)

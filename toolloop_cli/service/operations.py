@@ -82,7 +82,7 @@ def start(
     deps = deps_for(store, op, registry, clock=clock, on_event=on_event, transport=transport)
     loop.begin(deps, op, options.task)
     with lease.held(store, op.operation_id) as held:
-        result = loop.run(deps, op.operation_id, after_step=_renewing(held), op=op)
+        result = loop.run(deps, op.operation_id, after_step=_still_held(held), op=op)
         flush_recording(deps)
     return result
 
@@ -99,11 +99,12 @@ def submit(store: Store, options: RunOptions, *, clock: Clock | None = None) -> 
     return store.get_operation(op.operation_id)
 
 
-def _renewing(held: lease.Lease) -> loop.AfterStep:
-    """Keep the operation's lease alive: renew it (when due) after each committed step."""
+def _still_held(held: lease.Lease) -> loop.AfterStep:
+    """Stop after a committed step once the lease was taken over (its keeper found another
+    token): the next step would only be refused at its commit, after a model request."""
 
     def after_step(_: loop.StepResult) -> None:
-        held.renew_if_due()
+        held.check()
 
     return after_step
 
@@ -227,8 +228,9 @@ def _deps_of(
 def step(store: Store, operation_id: str, **kwargs: object) -> loop.StepResult:
     """Exactly one transition."""
     _refuse_terminal(store, operation_id, kwargs.get("tenant"))
-    with lease.held(store, operation_id):
+    with lease.held(store, operation_id) as held:
         deps = open_operation(store, operation_id, **kwargs)  # type: ignore[arg-type]
+        deps.taken_over = held.inherited
         result = loop.step(deps, operation_id)
         flush_recording(deps)
     return result
@@ -260,6 +262,7 @@ def resume(
         # read again under the lease: the one read the steps start from
         op = store.get_operation(operation_id, tenant if isinstance(tenant, str) else None)
         deps = _deps_of(store, op, **kwargs)  # type: ignore[arg-type]
+        deps.taken_over = held.inherited
         if force_continue and op.state is OpState.ESCALATED:
             _check_operator(op, decided_by)
         result = loop.resume(
@@ -267,7 +270,7 @@ def resume(
             operation_id,
             force_continue=force_continue,
             decided_by=decided_by,
-            after_step=_renewing(held),
+            after_step=_still_held(held),
             op=op,
         )
         flush_recording(deps)

@@ -113,25 +113,26 @@ def run_worker(
     stop = stop or threading.Event()
     stats = WorkerStats()
     errors: list[BaseException] = []
-    borrow, close = _store_source(options)
+    stores, close = _store_source(options)
 
     def loop() -> None:
         wake = None
         try:
-            with borrow() as probe:
-                if probe.postgres:
-                    wake = _Waker(options.store, options.poll_s)
-            while not stop.is_set():
-                with borrow() as store:
-                    took = _take_one(store, stats, options, on_taken)
-                if took:
-                    continue
-                if options.drain:
-                    return
-                if wake is not None:
-                    wake.wait()
-                else:
-                    stop.wait(options.poll_s)
+            with stores() as borrow:
+                with borrow() as probe:
+                    if probe.postgres:
+                        wake = _Waker(options.store, options.poll_s)
+                while not stop.is_set():
+                    with borrow() as store:
+                        took = _take_one(store, stats, options, on_taken)
+                    if took:
+                        continue
+                    if options.drain:
+                        return
+                    if wake is not None:
+                        wake.wait()
+                    else:
+                        stop.wait(options.poll_s)
         except BaseException as exc:  # reported by run_worker, never lost in a thread
             errors.append(exc)
             stop.set()
@@ -152,37 +153,43 @@ def run_worker(
     return stats
 
 
+#: lends a store for one take
+_Borrow = Callable[[], AbstractContextManager[Store]]
+
+
 def _store_source(
     options: WorkerOptions,
-) -> tuple[Callable[[], AbstractContextManager[Store]], Callable[[], None]]:
-    """Where a worker thread gets its store for one take: a pooled PostgreSQL connection,
-    or (SQLite) a connection of the thread's own, kept across takes."""
+) -> tuple[Callable[[], AbstractContextManager[_Borrow]], Callable[[], None]]:
+    """Where a worker thread gets its store for each take, for as long as the thread runs:
+    a pooled PostgreSQL connection per take, or (SQLite) a connection of the thread's own,
+    kept across its takes and closed by that thread when it ends."""
     from toolloop_cli.store.postgres import is_postgres_url
 
     if is_postgres_url(options.store):
         from toolloop_cli.store.pg_pool import PgStorePool
 
         pool = PgStorePool(options.store, options.concurrency)
-        return pool.store, pool.close
 
-    local = threading.local()
-    opened: list[Store] = []
-    guard = threading.Lock()
+        @contextmanager
+        def pooled() -> Iterator[_Borrow]:
+            yield pool.store
+
+        return pooled, pool.close
 
     @contextmanager
-    def own() -> Iterator[Store]:
-        store = getattr(local, "store", None)
-        if store is None:
-            store = local.store = open_store(options.store)
-            with guard:
-                opened.append(store)
-        yield store
+    def own() -> Iterator[_Borrow]:
+        store = open_store(options.store)
 
-    def close_all() -> None:
-        for store in opened:
+        @contextmanager
+        def lend() -> Iterator[Store]:
+            yield store
+
+        try:
+            yield lend
+        finally:
             store.close()
 
-    return own, close_all
+    return own, lambda: None
 
 
 def _take_one(

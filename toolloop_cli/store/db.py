@@ -109,7 +109,13 @@ def open_store(
     except StoreError:
         conn.close()
         raise
-    return Store(conn, str(store_path), chosen, path=store_path)
+    return Store(
+        conn,
+        str(store_path),
+        chosen,
+        path=store_path,
+        reconnect=lambda: connect(store_path, chosen),
+    )
 
 
 def _open_postgres(url: str, *, read_only: bool, durability: Durability) -> Store:
@@ -147,7 +153,13 @@ def _open_postgres(url: str, *, read_only: bool, durability: Durability) -> Stor
         conn.close()
         raise
     data_dir = os.environ.get(DATA_DIR_ENV)
-    return Store(conn, shown, durability, data_dir=Path(data_dir) if data_dir else None)
+    return Store(
+        conn,
+        shown,
+        durability,
+        data_dir=Path(data_dir) if data_dir else None,
+        reconnect=lambda: connect_postgres(url),
+    )
 
 
 def _not_current(shown: str, names: list[str]) -> StoreError:

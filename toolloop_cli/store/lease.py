@@ -4,13 +4,22 @@
 in its own transaction, by compare-and-set on the token it replaces) before they step it and
 give it back when they stop; a worker ``claim``s the first runnable operation it can. A
 second process meets ``OperationBusy`` (exit 2, one line naming the holder) instead of
-racing the first. The lease is belt and braces: every state change is already a
-compare-and-set on the stored state, so two runners could never both commit the same
-intent; the lease makes the loser fail fast and say why.
+racing the first.
 
 A lease whose holder died is not waited for: it is stale once it expires, or at once when
 its holder ran on this host and that process is gone (or is this very process and no longer
-holds it). A holder renews its lease as it steps (``renew_if_due``), so a long run keeps it.
+holds it). While a lease is held, a keeper thread renews it every fifth of its TTL over a
+connection of its own, whatever the runner is doing (a long handler, a slow model, a wait
+for the write lock), so only a holder that is gone or frozen loses it.
+
+A lease that expired is taken over, and then two things keep a side effect single:
+- *the fence*: the holder's store commits nothing once its token is no longer in the row
+  (``Store.fence``, checked in the committing transaction), so a runner that lost its lease
+  starts no handler after the takeover, and stores nothing more;
+- *the inherited attempt*: a lease taken over at its expiry from a holder not shown to be
+  gone is ``inherited``; a call that holder left EXECUTING may still be in its handler, so
+  the engine reconciles it only once that handler's timeout has passed.
+
 Leases are operational, not business records: they are not part of the audit chain, so their
 transactions (``Store.lease_transaction``) do not wait for the store's write lock on
 PostgreSQL. There row locks keep claimers apart: a worker's candidates are read
@@ -26,14 +35,17 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from toolloop_cli.errors import OperationBusy, StoreError
 
+from .connection import Connection
 from .repo import Store
 
 __all__ = ["DEFAULT_TTL_S", "HOST_ENV", "Lease", "OperationBusy", "acquire", "claim", "held"]
@@ -55,42 +67,100 @@ _ACTIVE: set[str] = set()
 
 @dataclass
 class Lease:
-    """A held lease; ``release`` gives it back, ``renew_if_due`` keeps it alive."""
+    """A held lease: renewed by its keeper until ``release`` gives it back."""
 
     store: Store
     operation_id: str
     token: str
     ttl_s: float
     now: Callable[[], float] = time.time
-    renewed_at: float = field(default_factory=time.monotonic)
+    #: taken over at the expiry of a holder not shown to be gone: it may still be running
+    inherited: bool = False
+    #: the keeper found the row holding another token: the lease was taken over
+    lost: bool = False
+    _keeper: _Keeper | None = field(default=None, repr=False)
 
-    def renew_if_due(self) -> None:
-        """Push the expiry out once a fifth of the TTL has passed; fail if it was taken."""
-        if time.monotonic() - self.renewed_at < self.ttl_s / 5:
-            return
-        with self.store.lease_transaction():
-            cur = self.store.conn.execute(
-                "UPDATE leases SET expires_at = ? WHERE operation_id = ? AND token = ?",
-                (self.now() + self.ttl_s, self.operation_id, self.token),
+    def __post_init__(self) -> None:
+        self.store.fence(self.operation_id, self.token)
+        self._keeper = _Keeper(self)
+
+    def check(self) -> None:
+        """Raise ``OperationBusy`` if the lease was taken over (checked between steps)."""
+        if self.lost:
+            raise OperationBusy(
+                f"operation {self.operation_id}: this process lost its lease to another "
+                "process (it ran past the lease's expiry); stopped after the last commit"
             )
-            if cur.rowcount != 1:
-                raise OperationBusy(
-                    f"operation {self.operation_id}: this process lost its lease to another "
-                    "process (it ran past the lease's expiry); stopped after the last commit"
-                )
-        self.renewed_at = time.monotonic()
 
     def release(self) -> None:
         """Give the lease back; a failed write leaves it to expire (this pid's is stale)."""
-        _ACTIVE.discard(self.token)
         try:
-            with self.store.lease_transaction():
-                self.store.conn.execute(
-                    "DELETE FROM leases WHERE operation_id = ? AND token = ?",
-                    (self.operation_id, self.token),
-                )
-        except StoreError:
-            pass
+            self.store.release()  # held state changes commit under the lease (fenced)
+        finally:
+            if self._keeper is not None:
+                self._keeper.stop()
+            _ACTIVE.discard(self.token)
+            try:
+                with self.store.lease_transaction():
+                    self.store.conn.execute(
+                        "DELETE FROM leases WHERE operation_id = ? AND token = ?",
+                        (self.operation_id, self.token),
+                    )
+            except StoreError:
+                pass
+            finally:
+                self.store.fence(self.operation_id, None)
+
+
+class _Keeper:
+    """A thread that renews one lease every fifth of its TTL, over its own connection
+    (opened at the first renewal: a short run never opens one). A renewal that finds another
+    token in the row marks the lease ``lost``; one that fails (a locked or dropped
+    database) is tried again at the next tick, on a new connection."""
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(
+            target=self._run, name=f"lease {lease.operation_id}", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self) -> None:
+        lease = self.lease
+        conn: Connection | None = None
+        try:
+            while not self.stopped.wait(lease.ttl_s / 5):
+                try:
+                    if conn is None:
+                        if lease.store.reconnect is None:
+                            return  # a store that cannot open a second connection
+                        conn = lease.store.reconnect()
+                    cur = conn.execute(
+                        "UPDATE leases SET expires_at = ? WHERE operation_id = ? AND token = ?",
+                        (lease.now() + lease.ttl_s, lease.operation_id, lease.token),
+                    )
+                except (sqlite3.Error, StoreError):
+                    _closed(conn)
+                    conn = None
+                    continue
+                if cur.rowcount != 1:
+                    lease.lost = not self.stopped.is_set()
+                    return
+        finally:
+            _closed(conn)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.thread is not threading.current_thread():
+            self.thread.join()
+
+
+def _closed(conn: Connection | None) -> None:
+    """Close ``conn`` if there is one (a broken one may fail to close: it is gone anyway)."""
+    if conn is not None:
+        with suppress(sqlite3.Error, OSError):
+            conn.close()
 
 
 def acquire(
@@ -117,10 +187,11 @@ def acquire(
                     f"operation {operation_id} was just taken by another process; "
                     "try again when it has finished"
                 )
+            inherited = row is not None and _may_still_run(row)
     except BaseException:
         _ACTIVE.discard(token)
         raise
-    return Lease(store, operation_id, token, ttl, now)
+    return Lease(store, operation_id, token, ttl, now, inherited=inherited)
 
 
 def claim(
@@ -142,19 +213,22 @@ def claim(
     sql = candidates + (" FOR UPDATE OF o SKIP LOCKED" if store.postgres else "")
     token = _own_token()
     taken: str | None = None
+    inherited = False
     try:
         with store.lease_transaction():
             moment = now()
             for op_id, held_by, pid, host, expires_at in store.conn.execute(sql, parameters):
-                if held_by is not None and not _stale((held_by, pid, host, expires_at), moment):
+                row = (held_by, pid, host, expires_at)
+                if held_by is not None and not _stale(row, moment):
                     continue
                 if _write(store, str(op_id), token, held_by, moment, ttl):
                     taken = str(op_id)
+                    inherited = held_by is not None and _may_still_run(row)
                     break
     finally:
         if taken is None:
             _ACTIVE.discard(token)
-    return None if taken is None else Lease(store, taken, token, ttl, now)
+    return None if taken is None else Lease(store, taken, token, ttl, now, inherited=inherited)
 
 
 def _own_token() -> str:
@@ -206,14 +280,20 @@ def held(store: Store, operation_id: str, *, ttl_s: float | None = None) -> Iter
 
 
 def _stale(row: tuple[str, int, str, float], moment: float) -> bool:
-    token, pid, host, expires_at = row
-    if float(expires_at) <= moment:
-        return True
+    """The lease may be taken: it expired, or its holder is shown to be gone."""
+    return float(row[3]) <= moment or not _may_still_run(row)
+
+
+def _may_still_run(row: tuple[str, int, str, float]) -> bool:
+    """Whether the lease's holder may still be running (whatever its expiry says): on
+    another host nothing shows it gone; on this one, a process that is gone, or this very
+    process no longer holding the token (a release that failed), is."""
+    token, pid, host, _ = row
     if host != host_id():
-        return False  # another machine: only the expiry can tell
+        return True
     if pid == os.getpid():
-        return token not in _ACTIVE  # left by this process (a release that failed)
-    return not _alive(pid)
+        return token in _ACTIVE
+    return _alive(pid)
 
 
 def _alive(pid: int) -> bool:

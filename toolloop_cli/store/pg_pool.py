@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .db import DATA_DIR_ENV, open_store
 from .durability import Durability, durability_from
-from .postgres import PgConnection, redacted
+from .postgres import PgConnection, connect_postgres, redacted
 from .repo import Store
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ class PgStorePool:
                 redacted(self.url),
                 self.durability,
                 data_dir=self.data_dir,
+                reconnect=lambda: connect_postgres(self.url),
             )
 
     def close(self) -> None:

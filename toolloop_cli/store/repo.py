@@ -33,7 +33,13 @@ from toolloop_cli.engine.types import (
     TurnOutcome,
     Usage,
 )
-from toolloop_cli.errors import AlreadyDecided, OperationNotFound, StoreError, TamperedStore
+from toolloop_cli.errors import (
+    AlreadyDecided,
+    OperationBusy,
+    OperationNotFound,
+    StoreError,
+    TamperedStore,
+)
 
 from .audit_writer import AuditWriter, bindings_in
 from .connection import Connection
@@ -69,8 +75,13 @@ class Store:
         *,
         path: Path | None = None,
         data_dir: Path | None = None,
+        reconnect: Callable[[], Connection] | None = None,
     ) -> None:
         self.conn = conn
+        #: opens another connection to the same database (a lease's keeper renews over it)
+        self.reconnect = reconnect
+        #: (operation id, lease token): commit nothing unless that lease is still held
+        self._fence: tuple[str, str] | None = None
         self.location = location
         #: the SQLite file; None for a PostgreSQL store
         self.path = path
@@ -159,6 +170,8 @@ class Store:
         """Seal the audit batch and commit the open transaction; then fsync a barrier and
         tell what was stored."""
         try:
+            if self._fence is not None:
+                self._check_fence(*self._fence)
             self._audit.seal(None)
             if self._barrier and self.postgres and self.durability is not Durability.FULL:
                 # this one commit waits for its WAL flush (the session's others do not)
@@ -174,6 +187,27 @@ class Store:
         pending, self._after_commit = self._after_commit, []
         for announce in pending:
             announce()
+
+    def fence(self, operation_id: str, token: str | None) -> None:
+        """Commit nothing from now on unless the lease ``token`` still holds the operation
+        (None: lift the fence). A runner whose lease was taken over makes no state change,
+        so it starts no side effect after its takeover: the intent is one of the state
+        changes."""
+        self._fence = None if token is None else (operation_id, token)
+
+    def _check_fence(self, operation_id: str, token: str) -> None:
+        """Inside the transaction, just before its commit. On PostgreSQL the lease row is
+        read ``FOR SHARE``: a takeover waits for this commit, and so finds what it wrote."""
+        lock = " FOR SHARE" if self.postgres else ""
+        held = self.conn.execute(
+            f"SELECT 1 FROM leases WHERE operation_id = ? AND token = ?{lock}",
+            (operation_id, token),
+        ).fetchone()
+        if held is None:
+            raise OperationBusy(
+                f"operation {operation_id}: this process lost its lease to another process "
+                "(it ran past the lease's expiry); nothing more was stored or run here"
+            )
 
     def _roll_back(self, exc: BaseException) -> None:
         """Undo the open transaction (and everything it joined); a database error becomes a

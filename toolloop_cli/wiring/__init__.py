@@ -139,6 +139,7 @@ def _info(tool: ToolDef) -> ToolInfo:
         has_reconcile=tool.reconcile is not None,
         sequential=tool.sequential,
         provider_type=tool.provider_tool.type if tool.provider_tool else None,
+        timeout_ms=tool.timeout_ms,
     )
 
 

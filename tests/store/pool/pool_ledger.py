@@ -8,8 +8,11 @@ key?) from the rows, as a real service's lookup would.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import signal
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,7 @@ def _insert(table: str, arguments: dict[str, Any], context: ToolContext) -> dict
     key = context.idempotency_key
     if not key:
         raise ValueError("needs an idempotency key")
+    _freeze_once()
     digits = arguments["order_id"].removeprefix("ord_")
     number = secrets.randbelow(10**9)
     if table == "drafts":
@@ -57,6 +61,26 @@ def _insert(table: str, arguments: dict[str, Any], context: ToolContext) -> dict
         conn.close()
     time.sleep(REPLY_S)  # a slow reply: a kill lands between the effect and its answer
     return result
+
+
+#: a file's path: the first request (of any process) to find it missing creates it and stops
+#: its own process (SIGSTOP) before applying the effect, as a frozen runner would
+FREEZE_ENV = "TOOLLOOP_POOL_FREEZE"
+
+
+def _freeze_once() -> None:
+    marker = os.environ.get(FREEZE_ENV)
+    if not marker:
+        return
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        return
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    # sent to this thread: it stops before it runs another line (a signal sent to the
+    # process may be taken by another thread, and this one run on for a moment)
+    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
 
 
 def _lookup(table: str, context: ToolContext) -> dict[str, Any] | None:

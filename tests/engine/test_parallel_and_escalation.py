@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -116,13 +119,18 @@ def test_escalations_are_listed_by_show_and_pending(store: Store, cli: Invoke) -
 
 
 def test_a_forked_child_runs_parallel_calls_with_its_own_worker_threads() -> None:
-    """The worker pool is kept for the process; a child forked after the parent used it has
-    none of those threads, so it must start its own rather than wait forever on the old one."""
+    """The handlers' threads are kept for the process; a child forked after the parent used
+    them has none of those threads, so it must start its own rather than wait forever on
+    the old ones."""
     import os
 
     from toolloop_cli.engine.parallel import run_all
+    from toolloop_cli.tools import workers
 
-    assert sorted(r for _, r in run_all([1, 2, 3], lambda x: x * 2, 3)) == [2, 4, 6]
+    def doubled(x: int, on_done: Callable[[], None]) -> _OnThread:
+        return _OnThread(lambda: x * 2, on_done, workers.start)
+
+    assert sorted(r or 0 for _, r in run_all([1, 2, 3], doubled, 3)) == [2, 4, 6]
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         code = 1
@@ -130,8 +138,57 @@ def test_a_forked_child_runs_parallel_calls_with_its_own_worker_threads() -> Non
             import faulthandler
 
             faulthandler.dump_traceback_later(20, exit=True)
-            code = 0 if sorted(r for _, r in run_all([1, 2], lambda x: x + 1, 2)) == [2, 3] else 3
+            code = 0 if sorted(r or 0 for _, r in run_all([1, 2], doubled, 2)) == [2, 4] else 3
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+class _OnThread:
+    """``fn`` run by ``start`` on another thread, waited for at most 10 s."""
+
+    def __init__(
+        self,
+        fn: Callable[[], int],
+        on_done: Callable[[], None],
+        start: Callable[[Callable[[], None]], None],
+    ) -> None:
+        self.expires = time.monotonic() + 10
+        self.value: int | None = None
+        self.done = threading.Event()
+
+        def job() -> None:
+            self.value = fn()
+            self.done.set()
+            on_done()
+
+        start(job)
+
+    def finish(self) -> int | None:
+        self.done.wait(max(0.0, self.expires - time.monotonic()))
+        return self.value
+
+
+def test_run_all_yields_each_item_as_it_ends_and_gives_up_on_one_past_its_time() -> None:
+    from toolloop_cli.engine.parallel import run_all
+    from toolloop_cli.tools import workers
+
+    release = threading.Event()
+
+    def start(x: int, on_done: Callable[[], None]) -> _OnThread:
+        def work() -> int:
+            if x == 1:
+                release.wait(5)  # the slow one: still running when its time is up
+            return x
+
+        running = _OnThread(work, on_done, workers.start)
+        running.expires = time.monotonic() + (0.3 if x == 1 else 5)
+        return running
+
+    began = time.monotonic()
+    order = [(item, value) for item, value in run_all([1, 2, 3], start, 3)]
+    release.set()
+    assert [item for item, _ in order] == [2, 3, 1] or [item for item, _ in order] == [3, 2, 1]
+    assert order[-1] == (1, None)  # given up on: no value
+    assert time.monotonic() - began < 4  # not held by the slow one past its time

@@ -9,6 +9,8 @@ reconciliation, through the same key.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from toolloop_cli.errors import RegistryDrift
 
 from . import envelopes, guards, parallel
@@ -142,13 +144,13 @@ def _run_batch(
         op = save_counters(deps, op, counters=counters)
     deps.failpoint("after_intent_commit")
 
-    def work(call: CallRecord) -> ToolExecution:
+    def start(call: CallRecord, on_done: Callable[[], None]) -> parallel.Running[ToolExecution]:
         assert call.arguments is not None
-        return deps.toolbox.execute(call.name, call.arguments, _context(deps, op, call))
+        return deps.toolbox.start(call.name, call.arguments, _context(deps, op, call), on_done)
 
     ended: list[CallRecord] = []
     reads: _Pending = []
-    for call, execution in parallel.run_all(started, work, op.guards.max_parallel):
+    for call, execution in parallel.run_all(started, start, op.guards.max_parallel):
         deps.failpoint("after_effect_before_result_commit")
         if not effects:
             reads.append((call, execution))

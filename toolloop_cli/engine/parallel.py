@@ -1,22 +1,24 @@
 """Running one turn's approved calls: concurrently up to ``max_parallel``, sequential tools alone.
 
-Only handlers run in worker threads; every store write (intents before, results after) happens
-on the calling thread, one transaction per state change, so the store needs no locking and a
-crash leaves each call either not started, EXECUTING (intent committed) or finished.
+Only handlers run in worker threads (the toolbox's, kept for the process); every store write
+(intents before, results after) happens on the calling thread, one transaction per state
+change, so the store needs no locking and a crash leaves each call either not started,
+EXECUTING (intent committed) or finished.
 Results are committed as they complete, so one slow or failing call never holds back or
 cancels its siblings' committed results; the model still receives them in proposal order.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TypeVar
+import queue
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 
 def batches(items: Sequence[T], sequential: Callable[[T], bool]) -> list[list[T]]:
@@ -36,45 +38,58 @@ def batches(items: Sequence[T], sequential: Callable[[T], bool]) -> list[list[T]
     return out
 
 
-#: Worker threads are kept for the life of the process: starting threads per turn costs more
-#: than most handlers. Each handler still runs under its own timeout inside the dispatcher.
-_POOL_SIZE = 64
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+class Finished(Generic[R]):
+    """Work that was done when it was started (a recording's answer): nothing to wait for."""
+
+    expires = float("-inf")
+
+    def __init__(self, value: R) -> None:
+        self.value = value
+
+    def finish(self) -> R:
+        return self.value
 
 
-def _forget_pool_in_child() -> None:
-    """A forked child has none of its parent's threads: a pool it inherited would take work
-    and never run it. The child starts its own on first use."""
-    global _pool, _pool_lock
-    _pool = None
-    _pool_lock = threading.Lock()
+class Running(Protocol[R_co]):
+    """Work started elsewhere: ``finish`` waits for it until ``expires`` (monotonic)."""
+
+    @property
+    def expires(self) -> float: ...
+
+    def finish(self) -> R_co: ...
 
 
-os.register_at_fork(after_in_child=_forget_pool_in_child)
+#: starts one item's work and calls the callback (from any thread) once it is done
+Start = Callable[[T, Callable[[], None]], Running[R]]
 
 
-def _shared_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=_POOL_SIZE, thread_name_prefix="toolloop-call")
-        return _pool
+def run_all(items: Sequence[T], start: Start[T, R], max_parallel: int) -> Iterator[tuple[T, R]]:
+    """Yield ``(item, result)`` as each item's work finishes or its time is up, with at most
+    ``max_parallel`` running at once.
 
-
-def run_all(items: Sequence[T], work: Callable[[T], R], max_parallel: int) -> Iterator[tuple[T, R]]:
-    """Yield ``(item, work(item))`` as each finishes, with at most ``max_parallel`` running."""
-    if max_parallel <= 1 or len(items) <= 1:
-        for item in items:
-            yield item, work(item)
-        return
-    pool = _shared_pool()
-    waiting = list(reversed(items))
-    running: dict[Future[R], T] = {}
+    The calling thread starts the work (each item on a thread of the handlers' pool) and then
+    sleeps until one of them reports back: one hand-off per item, and nothing else to wake.
+    """
+    done: queue.SimpleQueue[int] = queue.SimpleQueue()
+    waiting = list(reversed(list(enumerate(items))))
+    running: dict[int, tuple[T, Running[R]]] = {}
     while waiting or running:
-        while waiting and len(running) < max_parallel:
-            item = waiting.pop()
-            running[pool.submit(work, item)] = item
-        done, _ = wait(running, return_when=FIRST_COMPLETED)
-        for future in done:
-            yield running.pop(future), future.result()
+        while waiting and len(running) < max(1, max_parallel):
+            k, item = waiting.pop()
+            running[k] = (item, start(item, partial(done.put, k)))
+        item, work = running.pop(_next(done, running))
+        yield item, work.finish()
+
+
+def _next(done: queue.SimpleQueue[int], running: Mapping[int, tuple[T, Running[R]]]) -> int:
+    """The first running item to report back, or the first whose time is up (reports of
+    items already given up on are skipped)."""
+    while True:
+        first = min(running, key=lambda k: running[k][1].expires)
+        left = running[first][1].expires - time.monotonic()
+        try:
+            k = done.get(timeout=left) if left > 0 else done.get_nowait()
+        except queue.Empty:
+            return first
+        if k in running:
+            return k

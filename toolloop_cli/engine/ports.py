@@ -7,6 +7,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from .parallel import Running
 from .records import ApprovalRecord, CallRecord, OperationRecord, TurnRecord
 from .states import ApprovalStatus, CallState, OpState
 from .types import (
@@ -161,6 +162,17 @@ class Toolbox(Protocol):
     def validate(self, name: str, arguments: JSONObject) -> list[str]: ...
 
     def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution: ...
+
+    def start(
+        self,
+        name: str,
+        arguments: JSONObject,
+        context: CallContext,
+        on_done: Callable[[], None],
+    ) -> Running[ToolExecution]:
+        """Start the handler (``execute`` without the wait); ``on_done`` is called once it
+        has returned or raised, from whichever thread ran it."""
+        ...
 
     def reconcile(
         self, name: str, arguments: JSONObject, context: CallContext

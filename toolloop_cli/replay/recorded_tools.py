@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from toolloop_cli.audit.canonical import canonical_bytes, sha256_of
+from toolloop_cli.engine.parallel import Finished, Running
 from toolloop_cli.engine.ports import Toolbox
 from toolloop_cli.engine.types import (
     CallContext,
@@ -163,6 +164,15 @@ class DeclaredTools:
     def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution:
         return ToolExecution(S.FAILED, error=f"{name} has no handler: it was only recorded")
 
+    def start(
+        self,
+        name: str,
+        arguments: JSONObject,
+        context: CallContext,
+        on_done: Callable[[], None],
+    ) -> Running[ToolExecution]:
+        return answered_at_once(self.execute(name, arguments, context), on_done)
+
     def reconcile(
         self, name: str, arguments: JSONObject, context: CallContext
     ) -> ToolExecution | None:
@@ -248,6 +258,15 @@ class RecordedToolbox:
             return ToolExecution(S.TOOL_ERROR, error="the recording has no result for this call")
         return execution_of(result, reconciled=reconciled)
 
+    def start(
+        self,
+        name: str,
+        arguments: JSONObject,
+        context: CallContext,
+        on_done: Callable[[], None],
+    ) -> Running[ToolExecution]:
+        return answered_at_once(self.execute(name, arguments, context), on_done)
+
     def reconcile(
         self, name: str, arguments: JSONObject, context: CallContext
     ) -> ToolExecution | None:
@@ -255,6 +274,14 @@ class RecordedToolbox:
         if not self._reconciled(context.call_id) or result is None:
             return None
         return execution_of(result)
+
+
+def answered_at_once(
+    execution: ToolExecution, on_done: Callable[[], None]
+) -> Running[ToolExecution]:
+    """A recorded answer as started work: done already (no handler runs)."""
+    on_done()
+    return Finished(execution)
 
 
 def execution_of(result: RecordedResult | None, reconciled: bool = False) -> ToolExecution:

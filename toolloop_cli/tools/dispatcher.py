@@ -26,9 +26,22 @@ from toolloop_cli.tools import workers
 from toolloop_cli.tools.context import Escalate, HandlerTimeout, ToolContext, ToolError
 from toolloop_cli.tools.registry import Handler, ToolDef
 
-__all__ = ["execute", "reconcile"]
+__all__ = ["Running", "execute", "reconcile", "start"]
 
 S = ExecutionStatus
+
+
+def start(
+    tool: ToolDef,
+    arguments: dict[str, Any],
+    context: ToolContext,
+    *,
+    now: Callable[[], float] = time.time,
+    on_done: Callable[[], None] | None = None,
+) -> Running:
+    """Start ``tool.handler`` for one call on a worker thread; ``on_done`` is called (from
+    that thread) once it has returned or raised. ``Running.finish`` gives what it did."""
+    return _start(tool.handler, tool, arguments, context, now, on_done, judge=True)
 
 
 def execute(
@@ -39,10 +52,7 @@ def execute(
     now: Callable[[], float] = time.time,
 ) -> ToolExecution:
     """Run ``tool.handler`` for one call and check what it returned."""
-    raw = _run(tool.handler, tool, arguments, context, now)
-    if raw.status is not S.OK:
-        return raw
-    return _judge(tool, raw.value, raw.duration_ms, context.max_result_bytes)
+    return start(tool, arguments, context, now=now).finish()
 
 
 def reconcile(
@@ -60,7 +70,7 @@ def reconcile(
     """
     if tool.reconcile is None:
         return None
-    raw = _run(tool.reconcile, tool, arguments, context, now)
+    raw = _start(tool.reconcile, tool, arguments, context, now, None, judge=False).finish()
     if raw.status is S.TOOL_ERROR:
         return ToolExecution(S.FAILED, error=f"ToolError: {raw.error}", duration_ms=raw.duration_ms)
     if raw.status is not S.OK:
@@ -73,8 +83,9 @@ def reconcile(
 class _Outcome:
     """What the worker thread saw; written by the worker before ``done`` is set."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_done: Callable[[], None] | None) -> None:
         self.done = threading.Event()
+        self.on_done = on_done
         self.value: Any = None
         self.tool_error: ToolError | None = None
         self.escalate: Escalate | None = None
@@ -83,45 +94,95 @@ class _Outcome:
         self.returned = False
 
 
-def _run(
+_NOT_STARTED = "timed out after 0 ms: the operation deadline had passed, the handler was not run"
+
+
+class Running:
+    """A handler started on a worker thread, and the moment its time is up.
+
+    ``finish`` waits for it no longer than that moment (``expires``, on the monotonic clock)
+    and says what it did; a handler still running then is abandoned, TIMED_OUT.
+    """
+
+    def __init__(
+        self,
+        tool: ToolDef,
+        context: ToolContext,
+        outcome: _Outcome | None,
+        budget: float,
+        *,
+        judge: bool,
+    ) -> None:
+        self.tool = tool
+        self.context = context
+        self.outcome = outcome
+        self.budget = budget
+        self.judge = judge
+        self.started = time.monotonic()
+        self.expires = self.started + max(budget, 0.0)
+
+    def finish(self) -> ToolExecution:
+        raw = self._raw()
+        if raw.status is not S.OK or not self.judge:
+            return raw
+        return _judge(self.tool, raw.value, raw.duration_ms, self.context.max_result_bytes)
+
+    def _raw(self) -> ToolExecution:
+        outcome = self.outcome
+        if outcome is None:
+            error = (
+                "timed out after 0 ms: the operation deadline had passed, the handler was not run"
+            )
+            return ToolExecution(S.TIMED_OUT, error=error)
+        finished = outcome.done.wait(max(0.0, self.expires - time.monotonic()))
+        duration_ms = (time.monotonic() - self.started) * 1000
+        if not finished:
+            return ToolExecution(
+                S.TIMED_OUT,
+                error=f"timed out after {round(self.budget * 1000)} ms",
+                duration_ms=duration_ms,
+            )
+        if outcome.timed_out is not None:
+            return ToolExecution(S.TIMED_OUT, error=str(outcome.timed_out), duration_ms=duration_ms)
+        if outcome.tool_error is not None:
+            return ToolExecution(
+                S.TOOL_ERROR, error=outcome.tool_error.message, duration_ms=duration_ms
+            )
+        if outcome.escalate is not None:
+            return ToolExecution(S.ESCALATE, error=outcome.escalate.reason, duration_ms=duration_ms)
+        if outcome.exception is not None:
+            error = f"{type(outcome.exception).__name__}: {outcome.exception}"
+            return ToolExecution(S.FAILED, error=error, duration_ms=duration_ms)
+        if not outcome.returned:
+            error = "the handler stopped without returning (a BaseException such as SystemExit)"
+            return ToolExecution(S.FAILED, error=error, duration_ms=duration_ms)
+        return ToolExecution(S.OK, value=outcome.value, duration_ms=duration_ms)
+
+
+def _start(
     handler: Handler,
     tool: ToolDef,
     arguments: dict[str, Any],
     context: ToolContext,
     now: Callable[[], float],
-) -> ToolExecution:
-    """Call ``handler`` on a worker thread; wait no longer than the timeout or the deadline."""
+    on_done: Callable[[], None] | None,
+    *,
+    judge: bool,
+) -> Running:
+    """Start ``handler`` on a worker thread, to be waited for no longer than the timeout or
+    the deadline; past the deadline already, it is not started."""
     timeout_ms = min(tool.timeout_ms, context.timeout_ms or tool.timeout_ms)
     budget = min(timeout_ms / 1000, context.deadline - now())
     if budget <= 0:
-        error = "timed out after 0 ms: the operation deadline had passed, the handler was not run"
-        return ToolExecution(S.TIMED_OUT, error=error)
-    outcome = _Outcome()
+        if on_done is not None:
+            on_done()
+        return Running(tool, context, None, 0.0, judge=judge)
+    outcome = _Outcome(on_done)
     # the handler gets its own copy: it must not be able to change what was validated and hashed
     own_arguments = copy.deepcopy(arguments)
-    started = time.monotonic()
+    running = Running(tool, context, outcome, budget, judge=judge)
     workers.start(lambda: _work(handler, own_arguments, context, outcome))
-    finished = outcome.done.wait(budget)
-    duration_ms = (time.monotonic() - started) * 1000
-    if not finished:
-        return ToolExecution(
-            S.TIMED_OUT, error=f"timed out after {round(budget * 1000)} ms", duration_ms=duration_ms
-        )
-    if outcome.timed_out is not None:
-        return ToolExecution(S.TIMED_OUT, error=str(outcome.timed_out), duration_ms=duration_ms)
-    if outcome.tool_error is not None:
-        return ToolExecution(
-            S.TOOL_ERROR, error=outcome.tool_error.message, duration_ms=duration_ms
-        )
-    if outcome.escalate is not None:
-        return ToolExecution(S.ESCALATE, error=outcome.escalate.reason, duration_ms=duration_ms)
-    if outcome.exception is not None:
-        error = f"{type(outcome.exception).__name__}: {outcome.exception}"
-        return ToolExecution(S.FAILED, error=error, duration_ms=duration_ms)
-    if not outcome.returned:
-        error = "the handler stopped without returning (a BaseException such as SystemExit)"
-        return ToolExecution(S.FAILED, error=error, duration_ms=duration_ms)
-    return ToolExecution(S.OK, value=outcome.value, duration_ms=duration_ms)
+    return running
 
 
 def _work(
@@ -143,6 +204,8 @@ def _work(
         outcome.exception = exc
     finally:
         outcome.done.set()
+        if outcome.on_done is not None:
+            outcome.on_done()
 
 
 async def _awaited(value: Awaitable[Any]) -> Any:

@@ -17,7 +17,14 @@ from pydantic import ValidationError
 from toolloop_cli.adapters.providers import BASE_URL_ENV, BY_NAME, ProviderSpec
 from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.engine.context import Deps
-from toolloop_cli.engine.ports import Clock, Flushable, ModelAdapter, Toolbox, Transport
+from toolloop_cli.engine.parallel import Running
+from toolloop_cli.engine.ports import (
+    Clock,
+    Flushable,
+    ModelAdapter,
+    Toolbox,
+    Transport,
+)
 from toolloop_cli.engine.records import Guards, OperationRecord
 from toolloop_cli.engine.sources import LiveSource, ReplaySource, TranscriptSource
 from toolloop_cli.engine.types import CallContext, JSONObject, ToolExecution, ToolInfo, ToolSpec
@@ -25,7 +32,11 @@ from toolloop_cli.errors import RegistryError, UsageError
 from toolloop_cli.store import Store
 from toolloop_cli.tools import policy as policy_rules
 from toolloop_cli.tools.context import ToolContext
-from toolloop_cli.tools.dispatcher import execute as run_handler, reconcile as run_reconcile
+from toolloop_cli.tools.dispatcher import (
+    execute as run_handler,
+    reconcile as run_reconcile,
+    start as start_handler,
+)
 from toolloop_cli.tools.registry import Registry, ToolDef, load_registry
 from toolloop_cli.wiring import failpoints, pricing
 
@@ -94,6 +105,16 @@ class RegistryToolbox:
 
     def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution:
         return run_handler(self._tool(name), arguments, self._context(name, context), now=self.now)
+
+    def start(
+        self,
+        name: str,
+        arguments: JSONObject,
+        context: CallContext,
+        on_done: Callable[[], None],
+    ) -> Running[ToolExecution]:
+        tool, own = self._tool(name), self._context(name, context)
+        return start_handler(tool, arguments, own, now=self.now, on_done=on_done)
 
     def reconcile(
         self, name: str, arguments: JSONObject, context: CallContext

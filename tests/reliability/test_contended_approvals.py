@@ -56,7 +56,7 @@ def scratch() -> Iterator[Path]:
 
 
 def _decide(
-    store_path: Path,
+    store_path: Path | str,
     approval_ids: list[str],
     worker: int,
     barrier: Any,
@@ -88,21 +88,32 @@ def _decide(
         raise
 
 
-def test_concurrent_decisions_on_one_approval_write_exactly_one(scratch: Path) -> None:
+#: the PostgreSQL run: fewer trials (each decision is a round trip per statement)
+PG_WORKERS, PG_TRIALS = (16, 400) if SOAK else (8, 100)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_concurrent_decisions_on_one_approval_write_exactly_one(
+    scratch: Path, backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tmp_path = Path(tempfile.mkdtemp(dir=scratch))
-    store_path = tmp_path / "store.db"
+    workers_n, trials = (WORKERS, TRIALS) if backend == "sqlite" else (PG_WORKERS, PG_TRIALS)
+    store_path: Path | str = tmp_path / "store.db"
+    if backend == "postgresql":
+        store_path = request.getfixturevalue("postgres_url")
+        monkeypatch.setenv("TOOLLOOP_DATA_DIR", str(tmp_path))  # the refunds ledger's folder
     store = open_store(store_path)
-    op_id, approval_ids = many_waiting_refunds(store, TRIALS)
+    op_id, approval_ids = many_waiting_refunds(store, trials)
     store.close()
     ctx = multiprocessing.get_context("fork")
-    barrier, out = ctx.Barrier(WORKERS), ctx.Queue()
+    barrier, out = ctx.Barrier(workers_n), ctx.Queue()
     workers = [
         ctx.Process(target=_decide, args=(store_path, approval_ids, w, barrier, out))
-        for w in range(WORKERS)
+        for w in range(workers_n)
     ]
     for w in workers:
         w.start()
-    results = [out.get(timeout=300) for _ in range(WORKERS * TRIALS)]
+    results = [out.get(timeout=300) for _ in range(workers_n * trials)]
     for w in workers:
         w.join(timeout=60)
         assert w.exitcode == 0
@@ -124,15 +135,15 @@ def test_concurrent_decisions_on_one_approval_write_exactly_one(scratch: Path) -
     for trial, outcomes in by_trial.items():
         kinds = sorted(o for o, _ in outcomes)
         if trial % 10 == 0:
-            assert kinds == ["exit 0"] + ["exit 2"] * (WORKERS - 1), outcomes
+            assert kinds == ["exit 0"] + ["exit 2"] * (workers_n - 1), outcomes
             losers = [lines for o, lines in outcomes if o == "exit 2"]
             assert all(len(lines) == 1 and "already" in lines[0] for lines in losers)
         else:
-            assert kinds == ["already"] * (WORKERS - 1) + ["ok"], (trial, kinds)
+            assert kinds == ["already"] * (workers_n - 1) + ["ok"], (trial, kinds)
         apr = store.get_approval(approval_ids[trial])
         assert apr.status in ("APPROVED", "DENIED") and apr.decided_by
         assert decided_calls[apr.call_id] == 1
-        assert refused[apr.call_id] == WORKERS - 1
+        assert refused[apr.call_id] == workers_n - 1
         assert decided_records[apr.approval_id] == 1
     assert ledger_refunds(tmp_path / "payments.db") == []
 

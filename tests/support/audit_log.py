@@ -1,9 +1,9 @@
 """Reading and forging a store's audit log as an attacker with write access to the file would.
 
-The store writes one batch record per transaction (each write: kind, key, changed columns,
-hash of the whole row after it). These helpers find a write, change it with its row hash
-recomputed, and re-seal the record and every link after it, so a test can check what
-``verify`` still finds when a forger did the whole job.
+The store writes one batch record per transaction (each row's write: kind, key, changed
+columns, hash of the whole row after it, and maybe the states it went through). These helpers
+find a write, change it with its row hash recomputed, and re-seal the record and every link
+after it, so a test can check what ``verify`` still finds when a forger did the whole job.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def newest_write(
     for seq, record in reversed(records(conn)):
         writes = record.get("writes", [])
         for index in reversed(range(len(writes))):
-            name, key, changes, _ = writes[index]
+            name, key, changes = writes[index][:3]
             if name != kind or (column is not None and column not in changes):
                 continue
             if operation_id is not None and key[0] != operation_id:
@@ -61,14 +61,15 @@ def edit_write(conn: Connection, seq: int, index: int, **changes: Any) -> dict[s
     log = records(conn)
     before = [r for s, r in log if s < seq]
     record = next(r for s, r in log if s == seq)
-    kind, key, old, _ = record["writes"][index]
+    kind, key, old = record["writes"][index][:3]
     rebuilt = {
         (w["kind"], json.dumps(w["key"])): w["row"]
         for w in expand([*before, _only(record, index)], [])
     }
     base = rebuilt.get((kind, json.dumps(key)), {})
     new = {**old, **changes}
-    record["writes"][index] = [kind, key, new, row_sha256({**base, **new})]
+    via = record["writes"][index][4:]  # the states the row went through, when it names them
+    record["writes"][index] = [kind, key, new, row_sha256({**base, **new}), *via]
     conn.execute("UPDATE audit_log SET record = ? WHERE seq = ?", (canonical_text(record), seq))
     return record
 
@@ -109,10 +110,19 @@ def rewrite_as_row_records(
 ) -> None:
     """Replace the log with one record per row write (the layout of older stores), sealed in
     order, each row passed through ``edit(kind, row)`` first."""
-    writes = row_writes(conn)
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for write in row_writes(conn):
+        # that code wrote every state a row went through as a record of its own
+        for state in write.get("via", []):
+            rows.append((write["kind"], {**write["row"], _STATE[write["kind"]]: state}))
+        rows.append((write["kind"], write["row"]))
     conn.execute("DELETE FROM audit_log")
     prev = GENESIS
-    for seq, write in enumerate(writes, start=1):
-        sealed = seal(seq, prev, write["kind"], edit(write["kind"], dict(write["row"])))
+    for seq, (kind, row) in enumerate(rows, start=1):
+        sealed = seal(seq, prev, kind, edit(kind, dict(row)))
         append_sealed(conn, sealed)
         prev = sealed.chain_sha256
+
+
+#: the state column of the kinds whose writes may name states they went through
+_STATE = {"operation": "state", "call": "state", "approval": "status"}

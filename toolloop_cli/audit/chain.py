@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .canonical import sha256_hex
-from .hashing import BATCH, BATCH_VERSION, GENESIS, KINDS, RECORD_VERSION, chain_link
+from .hashing import BATCH, BATCH_VERSIONS, GENESIS, KINDS, RECORD_VERSION, chain_link
 from .mismatch import Mismatch
 
 __all__ = ["Head", "Walk", "walk"]
@@ -99,7 +99,7 @@ class _Reporter:
 def _check_fields(row: Mapping[str, Any], record: Mapping[str, Any], bad: _Reporter) -> None:
     """The row's columns must say what its (hashed) record says."""
     version = record.get("v")
-    if version == BATCH_VERSION:
+    if version in BATCH_VERSIONS:
         if record.get("kind") != BATCH:
             bad("record", f"kind {BATCH}", record.get("kind"))
         if not isinstance(record.get("writes"), list):
@@ -110,7 +110,8 @@ def _check_fields(row: Mapping[str, Any], record: Mapping[str, Any], bad: _Repor
         if not isinstance(record.get("row"), dict) or not isinstance(record.get("key"), list):
             bad("record", "a record with key and row", _short(json.dumps(record)))
     else:
-        bad("record", f"record version {RECORD_VERSION} or {BATCH_VERSION}", version)
+        known = ", ".join(str(v) for v in (RECORD_VERSION, *BATCH_VERSIONS))
+        bad("record", f"record version {known}", version)
     for column in ("seq", "kind", "operation_id", "call_id"):
         if record.get(column) != row.get(column):
             bad(column, record.get(column), row.get(column))

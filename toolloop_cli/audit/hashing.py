@@ -4,12 +4,16 @@ Every transaction that writes to an audited table appends one record: the batch 
 writes, each the row's kind and key, the columns that write changed (every column when the
 row is new) and the hash of the whole row after it, sealed into a chain:
 
-    {"v": 2, "seq": N, "kind": "batch", "operation_id": OP, "call_id": null,
+    {"v": 3, "seq": N, "kind": "batch", "operation_id": OP, "call_id": null,
      "writes": [[K, [...the row's identity...], {...changed columns...}, "sha256:..."], ...]}
 
-so ``verify`` rebuilds every row from its records (the first write of a row holds all of it)
-and checks each rebuilt row against its hash and against the table. Stores written before
-hold one record per row write, the row as it then stood (version 1):
+A row is written once per record, as the transaction left it; when its state moved more than
+once in the transaction, its write ends with the states it went through first
+(``[..., "sha256:...", ["PROPOSED", "APPROVED"]]``), each move checked as if written alone.
+So ``verify`` rebuilds every row from its records (the first write of a row holds all of it)
+and checks each rebuilt row against its hash and against the table. Version 2 records listed
+a row once per write in the transaction; stores written before them hold one record per row
+write, the row as it then stood (version 1):
 
     {"v": 1, "seq": N, "kind": K, "operation_id": OP, "call_id": CALL|null,
      "key": [...the row's identity...], "row": {...every column...}}
@@ -41,6 +45,7 @@ __all__ = [
     "RECORD_VERSION",
     "BATCH",
     "BATCH_VERSION",
+    "BATCH_VERSIONS",
     "Kind",
     "Sealed",
     "Write",
@@ -55,8 +60,11 @@ __all__ = [
 
 #: Version of the one-record-per-row-write layout (stores written before batches).
 RECORD_VERSION = 1
-#: Version of the batch layout: one record per transaction, each write its changed columns.
-BATCH_VERSION = 2
+#: Version of the batch layout: one record per transaction, each row written once in it with
+#: the columns it changed and, when its state moved more than once, the states it went through.
+BATCH_VERSION = 3
+#: Batch layouts ``verify`` reads: 2 wrote a row once per write, so a row could appear twice.
+BATCH_VERSIONS = (2, BATCH_VERSION)
 #: The ``kind`` of a batch record.
 BATCH = "batch"
 
@@ -147,12 +155,20 @@ def seal(seq: int, prev_sha256: str, kind_name: str, row: Mapping[str, Any]) -> 
 
 @dataclass(frozen=True)
 class Write:
-    """One row write of a batch: the columns it changed and the hash of the row after it."""
+    """One row's write in a batch: the columns the transaction changed, the hash of the row
+    as it committed, and the states it passed through first (``via``: empty when its state
+    moved at most once in the transaction)."""
 
     kind: str
     key: list[Any]
     changes: dict[str, Any]
     row_sha256: str
+    via: tuple[str, ...] = ()
+
+    def entry(self) -> list[Any]:
+        """The write as a batch record lists it."""
+        head = [self.kind, self.key, self.changes, self.row_sha256]
+        return [*head, list(self.via)] if self.via else head
 
 
 def row_sha256(row: Mapping[str, Any]) -> str:
@@ -170,7 +186,7 @@ def seal_batch(
         "kind": BATCH,
         "operation_id": operation_id,
         "call_id": None,
-        "writes": [[w.kind, w.key, w.changes, w.row_sha256] for w in writes],
+        "writes": [w.entry() for w in writes],
     }
     body = fast_canonical_bytes(record)
     record_sha256 = sha256_hex(body)

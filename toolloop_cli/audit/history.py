@@ -86,15 +86,19 @@ class History:
         if rules.appends:
             self._append(row, report)
         before = previous.get("row") if previous is not None else None
+        via = _states(record.get("via"))
         if not isinstance(before, dict):
-            state = None if rules.state is None else row.get(rules.state)
-            if rules.state is not None and rules.initial and not _in(state, rules.initial):
-                report(rules.state, _one_of(rules.initial), state, "first record")
+            if rules.state is None:
+                return
+            path = [*via, row.get(rules.state)]
+            if rules.initial and not _in(path[0], rules.initial):
+                report(rules.state, _one_of(rules.initial), path[0], "first record")
+            _moves(rules, path, report)
             return
         if rules.once:
             _rewritten(before, row, report, "written once")
         else:
-            _follows(rules, before, row, report)
+            _follows(rules, before, row, report, via)
 
     def _append(self, row: Mapping[str, Any], report: _Report) -> None:
         op, start, items = row.get("operation_id"), row.get("start"), row.get("items")
@@ -135,24 +139,46 @@ class _Report:
 
 
 def _follows(
-    rules: TableRules, before: Mapping[str, Any], row: Mapping[str, Any], report: _Report
+    rules: TableRules,
+    before: Mapping[str, Any],
+    row: Mapping[str, Any],
+    report: _Report,
+    via: list[Any],
 ) -> None:
-    """``row`` must be a legal next write of a row that stood as ``before``."""
+    """``row`` must be a legal next write of a row that stood as ``before``, through the
+    states ``via`` (a batch write of a row whose state moved more than once)."""
     if rules.state is not None:
-        old, new = before.get(rules.state), row.get(rules.state)
+        old = before.get(rules.state)
         moves = rules.moves.get(old) if isinstance(old, str) else None
         if moves is not None and not moves:
             late = rules.after_final
             _rewritten(_without(before, late), _without(row, late), report, f"final once {old}")
             _set_once(late, before, row, report)
+            if via:
+                report(rules.state, old, via[0], f"final once {old}")
             return
-        if new != old and (moves is None or not _in(new, moves)):
-            allowed = "nothing" if moves is None else _one_of(moves | {str(old)})
-            report(rules.state, allowed, new, f"a move from {old}")
+        _moves(rules, [old, *via, row.get(rules.state)], report)
     for column in sorted(rules.fixed):
         if row.get(column) != before.get(column):
             report(column, before.get(column), row.get(column), "fixed at insert")
     _set_once(rules.set_once, before, row, report)
+
+
+def _moves(rules: TableRules, path: list[Any], report: _Report) -> None:
+    """Each state of ``path`` is the one before it or a move the state machine allows."""
+    assert rules.state is not None
+    for old, new in zip(path, path[1:], strict=False):
+        if new == old:
+            continue
+        moves = rules.moves.get(old) if isinstance(old, str) else None
+        if moves is None or not _in(new, moves):
+            allowed = "nothing" if moves is None else _one_of(moves | {str(old)})
+            report(rules.state, allowed, new, f"a move from {old}")
+
+
+def _states(via: object) -> list[Any]:
+    """The states a batch write says its row went through (none: a plain write)."""
+    return list(via) if isinstance(via, list) else []
 
 
 def _set_once(

@@ -1,14 +1,15 @@
 """The audit records of one store connection: a transaction's row writes sealed as one batch.
 
-Each write is kept as the columns it changed since the row's last known version, with the
-hash of the whole row after it; at commit the transaction's writes become one chained batch
-record per operation (``audit.hashing.seal_batch``), in the same transaction. A row's last
-known version is what this connection last wrote of it (and so logged, every column): the
-store changes operations, calls and approvals only by compare-and-set on that version (the
-operation's ``updated_at``, a call's state, a PENDING approval), so it is the one the log
-holds. A row read but not yet written here (by another process, or in a schema a migration
-has since widened) is written whole; rows that can no longer change (a final state) are
-forgotten, so memory stays bounded by the rows still in flight.
+A row written several times in one transaction (joined transactions included) is one write of
+the batch: the columns the transaction changed since the row's last known version, the hash
+of the whole row as it committed, and the states it went through before the last one. Hashes
+are taken at the seal, once per row. A row's last known version is what this connection last
+committed of it (and so logged, every column): the store changes operations, calls and
+approvals only by compare-and-set on that version (the operation's ``updated_at``, a call's
+state, a PENDING approval), so it is the one the log holds. A row read but not yet written
+here (by another process, or in a schema a migration has since widened) is written whole;
+rows that can no longer change (a final state) are forgotten, so memory stays bounded by the
+rows still in flight.
 """
 
 from __future__ import annotations
@@ -38,6 +39,27 @@ _Slot = tuple[str, tuple[Any, ...]]
 _ABSENT = object()
 
 
+class _Pending:
+    """A row written in the open transaction: its version before it, and as it stands now."""
+
+    __slots__ = ("base", "key", "kind", "row", "via")
+
+    def __init__(
+        self, kind: str, key: list[Any], base: Mapping[str, Any] | None, row: dict[str, Any]
+    ) -> None:
+        self.kind, self.key, self.base, self.row = kind, key, base, row
+        self.via: list[str] = []
+
+    def sealed(self) -> Write:
+        """The row's write: what changed since ``base``, hashed as it stands."""
+        row, base = self.row, self.base
+        if base is None:
+            changes = dict(row)
+        else:
+            changes = {c: v for c, v in row.items() if base.get(c, _ABSENT) != v}
+        return Write(self.kind, self.key, changes, row_sha256(row), tuple(self.via))
+
+
 class AuditWriter:
     """Collects a transaction's row writes and appends them to the log at its commit."""
 
@@ -47,37 +69,42 @@ class AuditWriter:
         #: so a tenant role that sees only its own records still appends to the one chain)
         self.head_source = head_source
         self._known: dict[_Slot, dict[str, Any]] = {}
-        self._open: dict[_Slot, dict[str, Any]] = {}  # versions written in the open transaction
-        self._writes: list[tuple[str | None, Write]] = []
+        self._open: dict[_Slot, _Pending] = {}  # rows written in the open transaction
+        self._writes: list[tuple[str | None, _Pending | Write]] = []
 
     def write(self, kind: str, row: Mapping[str, Any]) -> None:
         """Record one row write (inside the open transaction; sealed at its commit)."""
         key = record_key(KINDS[kind], row)
-        changes = dict(row)
-        if kind in _CHANGING:
-            slot = (kind, hashable_key(key))
-            base = self._open.get(slot) or self._known.get(slot)
-            if base is not None:
-                changes = {c: v for c, v in row.items() if base.get(c, _ABSENT) != v}
-            self._open[slot] = dict(row)
         op = row.get("operation_id")
-        self._writes.append(
-            (op if isinstance(op, str) else None, Write(kind, key, changes, row_sha256(row)))
-        )
+        owner = op if isinstance(op, str) else None
+        if kind not in _CHANGING:
+            self._writes.append((owner, Write(kind, key, dict(row), row_sha256(row))))
+            return
+        slot = (kind, hashable_key(key))
+        pending = self._open.get(slot)
+        if pending is None:
+            pending = self._open[slot] = _Pending(kind, key, self._known.get(slot), dict(row))
+            self._writes.append((owner, pending))
+            return
+        state = _STATE[kind]
+        was = pending.row.get(state)
+        if was != row.get(state):
+            pending.via.append(str(was))
+        pending.row = dict(row)
 
     def read(self, kind: str, row: Mapping[str, Any]) -> None:
-        """A row as read from its table: a version this connection did not write (another
+        """A row as read from its table: a version this connection did not commit (another
         process changed the row since) is no base for a delta; the next write is whole."""
         slot = (kind, hashable_key(record_key(KINDS[kind], row)))
-        for versions in (self._open, self._known):
-            known = versions.get(slot)
-            if known is not None and known != row:
-                del versions[slot]
+        known = self._known.get(slot)
+        if known is not None and known != row and slot not in self._open:
+            del self._known[slot]
 
     def expected_updated_at(self, operation_id: str) -> object:
         """The ``updated_at`` of the operation version the next write changes (or absent)."""
         slot = ("operation", (operation_id,))
-        base = self._open.get(slot) or self._known.get(slot)
+        pending = self._open.get(slot)
+        base = pending.row if pending is not None else self._known.get(slot)
         return _ABSENT if base is None else base.get("updated_at", _ABSENT)
 
     def unsealed_bindings(
@@ -87,9 +114,9 @@ class AuditWriter:
         (response id, call id): writes of a held commit are not in the log yet."""
         found: dict[tuple[str, str], str | None] = {}
         writes = (
-            ((w.key[1], w.key[2]), w.changes)
+            ((w.key[1], w.key[2]), w.row)
             for op, w in reversed(self._writes)
-            if op == operation_id and w.kind == "call" and len(w.key) == 3
+            if op == operation_id and isinstance(w, _Pending) and w.kind == "call"
         )
         _take_bindings(writes, wanted, found)
         return found
@@ -102,7 +129,8 @@ class AuditWriter:
             head = self.head()
         groups: dict[str | None, list[Write]] = {}
         for op, write in self._writes:
-            groups.setdefault(op, []).append(write)
+            whole = write.sealed() if isinstance(write, _Pending) else write
+            groups.setdefault(op, []).append(whole)
         seq, prev = head
         for op, writes in groups.items():
             sealed = seal_batch(seq + 1, prev, op, writes)
@@ -119,11 +147,11 @@ class AuditWriter:
 
     def committed(self) -> None:
         """The transaction committed: its versions are now the known ones."""
-        for slot, row in self._open.items():
-            if _final(slot[0], row):
+        for slot, pending in self._open.items():
+            if _final(slot[0], pending.row):
                 self._known.pop(slot, None)
             else:
-                self._known[slot] = row
+                self._known[slot] = pending.row
         self._open.clear()
         self._writes.clear()
 
@@ -151,6 +179,10 @@ def append_sealed(conn: Connection, sealed: Sealed) -> None:
     )
 
 
+#: the state column of each kind whose rows change
+_STATE = {kind: str(HISTORY_RULES[kind].state) for kind in _CHANGING}
+
+
 def _final(kind: str, row: Mapping[str, Any]) -> bool:
     """The row is in a state nothing moves out of: it is never written again."""
     rules = HISTORY_RULES[kind]
@@ -175,7 +207,7 @@ def bindings_in(
         writes: list[tuple[Any, Any]] = []
         if record.get("kind") == "batch":
             for write in reversed(record.get("writes") or []):
-                if isinstance(write, list) and len(write) == 4 and write[0] == "call":
+                if isinstance(write, list) and len(write) in (4, 5) and write[0] == "call":
                     key = write[1] if isinstance(write[1], list) and len(write[1]) == 3 else []
                     writes.append((tuple(key[1:]), write[2]))
         elif record.get("kind") == "call" and isinstance(record.get("row"), dict):

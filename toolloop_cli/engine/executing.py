@@ -241,7 +241,7 @@ def _record_execution(
     deps: Deps, op: OperationRecord, call: CallRecord, execution: ToolExecution
 ) -> CallRecord:
     audit: dict[str, object] = {
-        "status": execution.status,
+        "status": execution.status.value,  # plain text: as stored, and hashed on the fast path
         "error": execution.error,
         "result_bytes": execution.result_bytes,
         "duration_ms": round(execution.duration_ms, 3),
@@ -369,7 +369,7 @@ def _settle_unknown(
     tool = deps.toolbox.lookup(call.name)
     answer: object = "no record of the key"
     if reconciled is not None:
-        answer = {"status": reconciled.status, "error": reconciled.error}
+        answer = {"status": reconciled.status.value, "error": reconciled.error}
     elif tool is None or not tool.has_reconcile:
         answer = "the tool has no reconcile handler"
     elif known_finished:
@@ -392,7 +392,7 @@ def _settle_unknown(
 def _record_reconciled(
     deps: Deps, op: OperationRecord, call: CallRecord, reconciled: ToolExecution
 ) -> CallRecord:
-    audit = {"reconciled": True, "status": reconciled.status, "error": reconciled.error}
+    audit = {"reconciled": True, "status": reconciled.status.value, "error": reconciled.error}
     if reconciled.status == "ok":
         return call_to(
             deps,

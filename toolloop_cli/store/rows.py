@@ -69,7 +69,27 @@ APR_COLUMNS = (
 APR_NAMES = tuple(c.strip() for c in APR_COLUMNS.split(","))
 
 
+#: operation id -> (settings, source, guards, their JSON): the columns fixed at insert are
+#: dumped once per record objects, not on every write (records are copied, these shared)
+_FIXED: dict[str, tuple[object, object, object, tuple[str | None, str | None, str | None]]] = {}
+_FIXED_MAX = 256
+
+
+def _fixed_columns(op: OperationRecord) -> tuple[str | None, str | None, str | None]:
+    """``settings``, ``source`` and ``guards`` as stored; the cached text is reused only for
+    the very objects it was made from (held here, so their identity cannot be reused)."""
+    hit = _FIXED.get(op.operation_id)
+    if hit is not None and hit[0] is op.settings and hit[1] is op.source and hit[2] is op.guards:
+        return hit[3]
+    text = (dump(op.settings), dump(op.source.stored()), dump(op.guards.model_dump()))
+    if len(_FIXED) >= _FIXED_MAX:
+        _FIXED.clear()
+    _FIXED[op.operation_id] = (op.settings, op.source, op.guards, text)
+    return text
+
+
 def op_row(op: OperationRecord) -> tuple[Any, ...]:
+    settings, source, guards = _fixed_columns(op)
     return (
         op.operation_id,
         op.state.value,
@@ -86,9 +106,9 @@ def op_row(op: OperationRecord) -> tuple[Any, ...]:
         op.registry_path,
         op.registry_sha256,
         op.policy_revision,
-        dump(op.settings),
-        dump(op.source.stored()),
-        dump(op.guards.model_dump()),
+        settings,
+        source,
+        guards,
         dump(op.counters.model_dump()),
         op.current_turn,
         op.final_text,

@@ -31,6 +31,20 @@ def test_identical_calls_in_any_spelling_stop_at_the_threshold(store: Store) -> 
     assert calls[1].model_result["repeat_of"] == calls[0].call_id
     reason = str(result.operation.reason)
     assert "proposed 3 times" in reason and calls[0].call_id in reason
+    # the stopped call keeps what validation bound it to, as the calls before it do
+    stopped = calls[2]
+    assert stopped.arguments_sha256 == calls[0].arguments_sha256 is not None
+    assert stopped.idempotency_key is not None and stopped.tool_sha256 == calls[0].tool_sha256
+
+
+def test_a_call_stopped_by_the_tool_call_budget_keeps_its_binding(store: Store) -> None:
+    answers = [turn(call("echo", {"a": 1}), call("echo", {"b": 2})), final()]
+    result, _ = run_script(store, answers, max_tool_calls=1)
+    assert result.target.value == "BUDGET_EXHAUSTED"
+    calls = store.calls(result.operation.operation_id)
+    # the first was allowed in the step the second stopped: neither ran
+    assert [c.state.value for c in calls] == ["NOT_EXECUTED", "NOT_EXECUTED"]
+    assert all(c.arguments_sha256 and c.idempotency_key and c.tool_sha256 for c in calls)
 
 
 def test_one_below_the_threshold_continues(store: Store) -> None:

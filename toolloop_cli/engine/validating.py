@@ -46,8 +46,10 @@ def validate(
             current[checked.seq] = checked
             if checked.state is C.PROPOSED and prepared.tool is not None:
                 valid.append((checked, prepared.tool))
+        # a valid call's binding is written with the move it makes next, or before a stop
         stuck = _no_progress(op, valid, earlier)
         if stuck is not None:
+            _save_bindings(deps, valid)
             return stop(deps, op, OpState.NO_PROGRESS, stuck), None
         if valid:
             signature = guards.turn_signature([_intent(c) for c, _ in valid])
@@ -64,6 +66,7 @@ def validate(
                 continue
             tripped = guards.tool_call_budget(op.guards, op.counters, tool.name, allowed)
             if tripped is not None:
+                _save_bindings(deps, [(c, t) for c, t in valid if current[c.seq] is c])
                 return stop(deps, op, OpState.BUDGET_EXHAUSTED, tripped), None
             allowed[tool.name] = allowed.get(tool.name, 0) + 1
             if tool.needs_approval:
@@ -117,7 +120,7 @@ def _check_call(deps: Deps, prepared: _Prepared) -> CallRecord:
         why = "invalid arguments"
         return call_to(deps, call, C.INVALID, why, model_result=prepared.problem)
     assert prepared.key is not None and prepared.digest is not None
-    return _bind(deps, call, prepared.tool, prepared.key, prepared.digest)
+    return _bind(call, prepared.tool, prepared.key, prepared.digest)
 
 
 def _intent(call: CallRecord) -> str:
@@ -183,13 +186,17 @@ def _argument_problem(
     return call, None
 
 
-def _bind(deps: Deps, call: CallRecord, tool: ToolInfo, key: str, digest: str) -> CallRecord:
-    """Record the key, digest and tool revision on the call (state unchanged)."""
-    new = call.model_copy(
+def _bind(call: CallRecord, tool: ToolInfo, key: str, digest: str) -> CallRecord:
+    """The call with its key, digest and tool revision (state unchanged; not yet written)."""
+    return call.model_copy(
         update={"idempotency_key": key, "arguments_sha256": digest, "tool_sha256": tool.sha256}
     )
-    deps.store.save_call(new, call.state)
-    return new
+
+
+def _save_bindings(deps: Deps, bound: list[tuple[CallRecord, ToolInfo]]) -> None:
+    """Write the binding of calls that make no move here (the step stops before)."""
+    for call, _ in bound:
+        deps.store.save_call(call, call.state)
 
 
 def _reuse_done_intent(

@@ -107,14 +107,16 @@ class PgConnection:
         except psycopg.Error as exc:
             raise as_sqlite_error(exc) from exc
 
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]], /) -> None:
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]], /) -> PgCursor:
+        """One statement for many rows; the cursor's ``rowcount`` is their sum."""
         import psycopg
 
         try:
-            with self.raw.cursor() as cur:
-                cur.executemany(self._translated(sql), [tuple(r) for r in rows])
+            cur = self.raw.cursor()
+            cur.executemany(self._translated(sql), [tuple(r) for r in rows])
         except psycopg.Error as exc:
             raise as_sqlite_error(exc) from exc
+        return PgCursor(cur)
 
     def close(self) -> None:
         """Close the connection; a pooled one (not ``owned``) goes back to its pool instead."""

@@ -44,13 +44,13 @@ from toolloop_cli.errors import (
 from .audit_writer import AuditWriter, bindings_in
 from .connection import Connection
 from .durability import Durability
+from .held import HeldWrites
 from .rows import (
     APR_COLUMNS,
     CALL_COLUMNS,
     CALL_NAMES,
     OP_COLUMNS,
     OP_NAMES,
-    TRANSITION_NAMES,
     apr_from_row,
     call_from_row,
     call_row,
@@ -98,6 +98,9 @@ class Store:
         self._after_commit: list[Callable[[], None]] = []
         self._conversations: dict[str, list[JSONObject]] = {}
         self._audit = AuditWriter(self.conn, "audit_head" if self.postgres else "audit_log")
+        #: calls, operations and transitions written in the open transaction, not yet put in
+        #: their tables (``held.py``): written at the commit, or before a read of them
+        self._rows = HeldWrites(self.conn, self.postgres)
         #: where a body's hash is looked up, and how a body is added once: on PostgreSQL
         #: through the ``blob_hashes`` view, so that under row-level security a tenant's
         #: item that another tenant stored first is found, not written again
@@ -169,6 +172,7 @@ class Store:
     def _commit(self) -> None:
         """Seal the audit batch and commit the open transaction; then fsync a barrier and
         tell what was stored."""
+        self._write_held()
         try:
             if self._fence is not None:
                 self._check_fence(*self._fence)
@@ -187,6 +191,16 @@ class Store:
         pending, self._after_commit = self._after_commit, []
         for announce in pending:
             announce()
+
+    def _write_held(self) -> None:
+        """Put the held row writes in their tables (before a commit, or a read of them). A
+        failure rolls the whole transaction back: none of its state changes happened."""
+        if self._rows:
+            try:
+                self._rows.flush(self.audit)
+            except BaseException as exc:
+                self._roll_back(exc)
+                raise
 
     def fence(self, operation_id: str, token: str | None) -> None:
         """Commit nothing from now on unless the lease ``token`` still holds the operation
@@ -213,6 +227,7 @@ class Store:
         """Undo the open transaction (and everything it joined); a database error becomes a
         ``StoreError`` raised from ``exc``."""
         self._held = False
+        self._rows.clear()
         self._audit.rolled_back()
         self._barrier = False
         self._after_commit.clear()
@@ -323,6 +338,7 @@ class Store:
         self.audit("operation", dict(zip(OP_NAMES, row, strict=True)))
 
     def get_operation(self, operation_id: str, tenant: str | None = None) -> OperationRecord:
+        self._write_held()
         cur = self.conn.execute(
             f"SELECT {OP_COLUMNS} FROM operations WHERE operation_id = ?", (operation_id,)
         )
@@ -333,6 +349,7 @@ class Store:
         return op_from_row(row)
 
     def list_operations(self, tenant: str | None = None, limit: int = 50) -> list[OperationRecord]:
+        self._write_held()
         sql = f"SELECT {OP_COLUMNS} FROM operations"
         args: list[Any] = []
         if tenant is not None:
@@ -345,6 +362,7 @@ class Store:
     def operations_in_state(
         self, state: OpState, tenant: str | None = None
     ) -> list[OperationRecord]:
+        self._write_held()
         sql = f"SELECT {OP_COLUMNS} FROM operations WHERE state = ?"
         args: list[Any] = [state.value]
         if tenant is not None:
@@ -354,22 +372,15 @@ class Store:
         return [op_from_row(r) for r in self.conn.execute(sql, args)]
 
     def save_operation(self, op: OperationRecord, expected_state: OpState) -> None:
-        """Write ``op`` if the stored state is still ``expected_state`` (compare-and-set)."""
+        """Write ``op`` if the stored state is still ``expected_state`` (compare-and-set,
+        checked when the held write reaches the table)."""
         row = op_row(op)
-        sets = ", ".join(f"{c.strip()} = ?" for c in OP_COLUMNS.split(",")[1:])
-        sql = f"UPDATE operations SET {sets} WHERE operation_id = ? AND state = ?"
-        args: tuple[Any, ...] = (*row[1:], op.operation_id, expected_state.value)
         known = self._audit.expected_updated_at(op.operation_id)
-        if isinstance(known, str):  # the version the audit record's changes are taken from
-            sql += " AND updated_at = ?"
-            args = (*args, known)
-        cur = self.conn.execute(sql, args)
-        if cur.rowcount != 1:
-            raise StoreError(
-                f"operation {op.operation_id} is no longer {expected_state.value}: "
-                "another process changed it"
-            )
+        # the version the audit record's changes are taken from must be the table's
+        updated_at = known if isinstance(known, str) else None
+        self._rows.save_operation(op.operation_id, row, expected_state.value, updated_at)
         self.audit("operation", dict(zip(OP_NAMES, row, strict=True)))
+        self._unless_held()
 
     def log_transition(
         self,
@@ -382,27 +393,21 @@ class Store:
         call_id: str | None = None,
         response_id: str | None = None,
     ) -> None:
-        """One state change; a call's (or approval's) is named by (response id, call id)."""
-        cur = self.conn.execute(
-            "INSERT INTO transitions (operation_id, kind, call_id, source, target, reason, at,"
-            " response_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            (operation_id, kind, call_id, source, target, reason, at, response_id),
+        """One state change; a call's (or approval's) is named by (response id, call id).
+        Held with the transaction's other writes; audited once it has its id."""
+        self._rows.transition(
+            (operation_id, kind, call_id, source, target, reason, at, response_id)
         )
-        row = (
-            cur.fetchone()[0],
-            operation_id,
-            kind,
-            call_id,
-            source,
-            target,
-            reason,
-            at,
-            response_id,
-        )
-        self.audit("transition", dict(zip(TRANSITION_NAMES, row, strict=True)))
+        self._unless_held()
+
+    def _unless_held(self) -> None:
+        """A write made outside a transaction (none of the engine's) is written at once."""
+        if not self.conn.in_transaction:
+            self._write_held()
 
     def transitions(self, operation_id: str) -> list[dict[str, Any]]:
         """The state log in order; ``response_id`` is None in rows from before it was kept."""
+        self._write_held()
         cur = self.conn.execute(
             "SELECT kind, call_id, source, target, reason, at, response_id FROM transitions"
             " WHERE operation_id = ? ORDER BY id",
@@ -538,33 +543,20 @@ class Store:
 
     def insert_call(self, call: CallRecord) -> None:
         row = call_row(call)
-        marks = ", ".join("?" for _ in row)
-        try:
-            self.conn.execute(f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({marks})", row)
-        except sqlite3.IntegrityError as exc:
-            raise StoreError(
-                f"call {call.call_id} of response {call.response_id} is already recorded"
-            ) from exc
+        self._rows.insert_call(row)
         self.audit("call", dict(zip(CALL_NAMES, row, strict=True)))
+        self._unless_held()
 
     def save_call(self, call: CallRecord, expected_state: CallState) -> None:
-        """Write ``call`` if its stored state is still ``expected_state``."""
+        """Write ``call`` if its stored state is still ``expected_state`` (checked when the
+        held write reaches the table)."""
         row = call_row(call)
-        cols = [c.strip() for c in CALL_COLUMNS.split(",")]
-        sets = ", ".join(f"{c} = ?" for c in cols[6:])
-        cur = self.conn.execute(
-            f"UPDATE calls SET {sets} WHERE operation_id = ? AND response_id = ? AND call_id = ?"
-            " AND state = ?",
-            (*row[6:], call.operation_id, call.response_id, call.call_id, expected_state.value),
-        )
-        if cur.rowcount != 1:
-            raise StoreError(
-                f"call {call.call_id} is no longer {expected_state.value}: "
-                "another process changed it"
-            )
+        self._rows.save_call(row, expected_state.value)
         self.audit("call", dict(zip(CALL_NAMES, row, strict=True)))
+        self._unless_held()
 
     def calls(self, operation_id: str, turn_idx: int | None = None) -> list[CallRecord]:
+        self._write_held()
         sql = f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ?"
         args: list[Any] = [operation_id]
         if turn_idx is not None:
@@ -578,6 +570,7 @@ class Store:
 
     def get_call(self, operation_id: str, response_id: str, call_id: str) -> CallRecord | None:
         """The one call a (response id, call id) pair names: call ids are unique per response."""
+        self._write_held()
         row = self.conn.execute(
             f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND response_id = ?"
             " AND call_id = ?",
@@ -589,6 +582,7 @@ class Store:
         self, operation_id: str, response_id: str, call_ids: Sequence[str]
     ) -> list[CallRecord]:
         """The calls of one response with any of these call ids (one query, the unique key)."""
+        self._write_held()
         if not call_ids:
             return []
         marks = ", ".join("?" for _ in call_ids)
@@ -614,6 +608,7 @@ class Store:
         A ``UNION`` of one indexed seek per key and per intent (``calls_key``,
         ``calls_intent``), so the cost does not grow with the calls the operation has made.
         """
+        self._write_held()
         if not intents and not keys:
             return []
         sql, args = earlier_calls_query(operation_id, before_turn, intents, keys)

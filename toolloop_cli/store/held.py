@@ -1,0 +1,156 @@
+"""Row writes an open transaction holds back until it needs them: each row once, in batches.
+
+A turn writes a call four times (proposed, allowed, started, answered), its operation as
+often, and a transition row per move. Inside one transaction only the last version of each
+row has to reach the table, so the store keeps the calls, operations and transitions it
+writes here and puts them in the table when the transaction commits, or before any read that
+could see them: one ``executemany`` per kind instead of a statement per write.
+
+The compare-and-set stays what it was. A row's first held write carries the version it
+expects in the table (the call's state; the operation's state and ``updated_at``), checked
+when the batch is written; each later write of the same row is checked against the held
+version. The transaction holds the store's write lock from its first statement, so nothing
+else can change the rows in between. Transition ids are taken when they are written: after
+the table's last id on SQLite (under the write lock), from the table's sequence on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from toolloop_cli.errors import StoreError
+
+from .connection import Connection
+from .rows import CALL_COLUMNS, CALL_NAMES, OP_COLUMNS, TRANSITION_NAMES
+
+#: the call columns a write may change (the rest are its identity, fixed at insert)
+_CALL_SETS = ", ".join(f"{c} = ?" for c in CALL_NAMES[6:])
+_CALL_UPDATE = (
+    f"UPDATE calls SET {_CALL_SETS} WHERE operation_id = ? AND response_id = ? AND call_id = ?"
+    " AND state = ?"
+)
+_CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({', '.join('?' for _ in CALL_NAMES)})"
+_OP_SETS = ", ".join(f"{c.strip()} = ?" for c in OP_COLUMNS.split(",")[1:])
+_OP_UPDATE = f"UPDATE operations SET {_OP_SETS} WHERE operation_id = ? AND state = ?"
+_TRANSITION_INSERT = (
+    f"INSERT INTO transitions ({', '.join(TRANSITION_NAMES)})"
+    f" VALUES ({', '.join('?' for _ in TRANSITION_NAMES)})"
+)
+_STATE = CALL_NAMES.index("state")
+
+#: a held row: its latest version, and what the table must hold for it to be written
+_Held = list[Any]
+
+
+class HeldWrites:
+    """The calls, operations and transitions an open transaction has not written yet."""
+
+    def __init__(self, conn: Connection, postgres: bool) -> None:
+        self.conn = conn
+        self.postgres = postgres
+        #: (operation, response, call id) -> [row, expected state (None: a new row)]
+        self._calls: dict[tuple[str, str, str], _Held] = {}
+        #: operation id -> [row, expected state, expected updated_at (None: not checked)]
+        self._ops: dict[str, _Held] = {}
+        #: transition rows without their id
+        self._transitions: list[tuple[Any, ...]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._calls or self._ops or self._transitions)
+
+    def insert_call(self, row: tuple[Any, ...]) -> None:
+        key = (row[0], row[3], row[4])
+        if key in self._calls:
+            raise StoreError(f"call {row[4]} of response {row[3]} is already recorded")
+        self._calls[key] = [row, None]
+
+    def save_call(self, row: tuple[Any, ...], expected: str) -> None:
+        key = (row[0], row[3], row[4])
+        held = self._calls.get(key)
+        if held is None:
+            self._calls[key] = [row, expected]
+            return
+        if held[0][_STATE] != expected:
+            raise _changed(f"call {row[4]}", expected)
+        held[0] = row
+
+    def save_operation(
+        self, operation_id: str, row: tuple[Any, ...], expected: str, updated_at: str | None
+    ) -> None:
+        held = self._ops.get(operation_id)
+        if held is None:
+            self._ops[operation_id] = [row, expected, updated_at]
+            return
+        if held[0][1] != expected:
+            raise _changed(f"operation {operation_id}", expected)
+        held[0] = row
+
+    def transition(self, values: tuple[Any, ...]) -> None:
+        self._transitions.append(values)
+
+    def clear(self) -> None:
+        self._calls.clear()
+        self._ops.clear()
+        self._transitions.clear()
+
+    def flush(self, audit: Callable[[str, dict[str, Any]], None]) -> None:
+        """Write every held row (inside the open transaction); each transition, now that it
+        has its id, goes to ``audit`` (calls and operations were audited as they were held)."""
+        if self._calls:
+            self._flush_calls()
+        for operation_id, (row, expected, updated_at) in self._ops.items():
+            sql, args = _OP_UPDATE, (*row[1:], operation_id, expected)
+            if updated_at is not None:
+                sql, args = sql + " AND updated_at = ?", (*args, updated_at)
+            if self.conn.execute(sql, args).rowcount != 1:
+                raise _changed(f"operation {operation_id}", expected)
+        self._ops.clear()
+        if self._transitions:
+            ids = self._ids(len(self._transitions))
+            rows = [(n, *t) for n, t in zip(ids, self._transitions, strict=True)]
+            self._transitions.clear()
+            self.conn.executemany(_TRANSITION_INSERT, rows)
+            for row in rows:
+                audit("transition", dict(zip(TRANSITION_NAMES, row, strict=True)))
+
+    def _flush_calls(self) -> None:
+        new = [row for row, expected in self._calls.values() if expected is None]
+        changed = [
+            (*row[6:], row[0], row[3], row[4], expected)
+            for row, expected in self._calls.values()
+            if expected is not None
+        ]
+        self._calls.clear()
+        if new:
+            try:
+                self.conn.executemany(_CALL_INSERT, new)
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(f"a call of this turn is already recorded: {exc}") from exc
+        if changed and _rowcount(self.conn.executemany(_CALL_UPDATE, changed)) != len(changed):
+            raise StoreError(
+                "a call of this turn is no longer in the state it was read in: "
+                "another process changed it"
+            )
+
+    def _ids(self, count: int) -> Sequence[int]:
+        """``count`` new transition ids, in order."""
+        if self.postgres:
+            rows = self.conn.execute(
+                "SELECT nextval(pg_get_serial_sequence('transitions', 'id'))"
+                " FROM generate_series(1, ?)",
+                (count,),
+            ).fetchall()
+            return [int(r[0]) for r in rows]
+        (last,) = self.conn.execute("SELECT coalesce(max(id), 0) FROM transitions").fetchone()
+        return range(int(last) + 1, int(last) + 1 + count)
+
+
+def _rowcount(cursor: object) -> int:
+    count = getattr(cursor, "rowcount", -1)
+    return int(count) if isinstance(count, int) else -1
+
+
+def _changed(what: str, expected: str) -> StoreError:
+    return StoreError(f"{what} is no longer {expected}: another process changed it")

@@ -1,0 +1,94 @@
+"""A transaction's call, operation and transition writes are held and written once, correctly.
+
+The store keeps a transaction's row writes until it commits (``store/held.py``): reads inside
+the transaction must still see them, the compare-and-set must still refuse a row that is not
+in the state the write expects (and undo the whole transaction), and the transition log must
+keep its order and ids across transactions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.clock import FakeClock
+from support.stores import behind_its_back, start
+
+from toolloop_cli.engine.states import CallState
+from toolloop_cli.errors import StoreError
+from toolloop_cli.service.verify import verify_store
+from toolloop_cli.store import open_store
+
+
+def test_reads_inside_a_transaction_see_its_held_writes(store_path: Path, clock: FakeClock) -> None:
+    store = open_store(store_path)
+    op_id = start(store, clock)
+    (call,) = [c for c in store.calls(op_id) if c.state == CallState.WAITING_APPROVAL]
+    op = store.get_operation(op_id)
+    before = len(store.transitions(op_id))
+    with store.transaction():
+        moved = call.model_copy(update={"state": CallState.DENIED})
+        store.save_call(moved, call.state)
+        store.log_transition(
+            op_id, "call", call.state, "DENIED", clock.now().isoformat(), "test", call.call_id
+        )
+        store.save_operation(op.model_copy(update={"reason": "held"}), op.state)
+        assert store.get_call(op_id, call.response_id, call.call_id).state == CallState.DENIED
+        assert [c.state for c in store.calls(op_id) if c.call_id == call.call_id] == ["DENIED"]
+        assert store.get_operation(op_id).reason == "held"
+        log = store.transitions(op_id)
+        assert len(log) == before + 1 and log[-1]["target"] == "DENIED"
+        # written by the read, the later write of the same row is still checked and kept
+        store.save_call(moved.model_copy(update={"finished_at": "again"}), CallState.DENIED)
+    assert store.get_call(op_id, call.response_id, call.call_id).finished_at == "again"
+
+
+def test_a_held_write_whose_row_moved_on_undoes_the_whole_transaction(
+    store_path: Path, clock: FakeClock
+) -> None:
+    store = open_store(store_path)
+    op_id = start(store, clock)
+    call = store.calls(op_id)[0]
+    op = store.get_operation(op_id)
+    log = store.transitions(op_id)
+    with behind_its_back(store_path) as conn:  # another process moved the call on
+        conn.execute(
+            "UPDATE calls SET state = 'EXPIRED' WHERE operation_id = ? AND call_id = ?",
+            (op_id, call.call_id),
+        )
+    with pytest.raises(StoreError, match="no longer in the state it was read in"):
+        with store.transaction():
+            store.log_transition(
+                op_id, "operation", op.state, "FAILED", clock.now().isoformat(), "test"
+            )
+            store.save_operation(op.model_copy(update={"reason": "never"}), op.state)
+            store.save_call(call.model_copy(update={"state": CallState.DENIED}), call.state)
+    assert store.transitions(op_id) == log
+    assert store.get_operation(op_id).reason == op.reason
+    assert store.get_call(op_id, call.response_id, call.call_id).state == "EXPIRED"
+    # the store is usable after the refusal: the next transaction commits
+    with store.transaction():
+        store.log_transition(
+            op_id, "operation", op.state, op.state, clock.now().isoformat(), "after"
+        )
+    assert store.transitions(op_id)[-1]["reason"] == "after"
+
+
+def test_held_transitions_keep_their_order_and_new_ids_across_transactions(
+    store_path: Path, clock: FakeClock
+) -> None:
+    store = open_store(store_path)
+    op_id = start(store, clock)
+    for batch in range(3):
+        with store.transaction():
+            for n in range(4):
+                store.log_transition(
+                    op_id, "operation", "X", "X", clock.now().isoformat(), f"{batch}.{n}"
+                )
+    reasons = [t["reason"] for t in store.transitions(op_id)][-12:]
+    assert reasons == [f"{b}.{n}" for b in range(3) for n in range(4)]
+    with behind_its_back(store_path) as conn:
+        ids = [r[0] for r in conn.execute("SELECT id FROM transitions ORDER BY id").fetchall()]
+    assert len(ids) == len(set(ids))
+    store.close()
+    assert verify_store(open_store(store_path)).ok

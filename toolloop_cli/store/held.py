@@ -11,7 +11,8 @@ expects in the table (the call's state; the operation's state and ``updated_at``
 when the batch is written; each later write of the same row is checked against the held
 version. The transaction holds the store's write lock from its first statement, so nothing
 else can change the rows in between. Transition ids are taken when they are written: after
-the table's last id on SQLite (under the write lock), from the table's sequence on PostgreSQL.
+the table's last id on SQLite (read once per transaction, under the write lock), from the
+table's sequence on PostgreSQL. A read flushes only the table it reads.
 """
 
 from __future__ import annotations
@@ -39,9 +40,14 @@ _TRANSITION_INSERT = (
     f" VALUES ({', '.join('?' for _ in TRANSITION_NAMES)})"
 )
 _STATE = CALL_NAMES.index("state")
+_TURN = CALL_NAMES.index("turn_idx")
 
 #: a held row: its latest version, and what the table must hold for it to be written
 _Held = list[Any]
+
+#: the tables a flush can be limited to (a read writes only the held rows it could see)
+CALLS, OPERATIONS, TRANSITIONS = "calls", "operations", "transitions"
+ALL = frozenset((CALLS, OPERATIONS, TRANSITIONS))
 
 
 class HeldWrites:
@@ -56,6 +62,8 @@ class HeldWrites:
         self._ops: dict[str, _Held] = {}
         #: transition rows without their id
         self._transitions: list[tuple[Any, ...]] = []
+        #: SQLite: the next transition id of the open transaction (None: not read yet)
+        self._next_id: int | None = None
 
     def __bool__(self) -> bool:
         return bool(self._calls or self._ops or self._transitions)
@@ -90,16 +98,42 @@ class HeldWrites:
     def transition(self, values: tuple[Any, ...]) -> None:
         self._transitions.append(values)
 
+    def holds(self, tables: frozenset[str]) -> bool:
+        """Whether a flush of ``tables`` has anything to write."""
+        return bool(
+            (CALLS in tables and self._calls)
+            or (OPERATIONS in tables and self._ops)
+            or (TRANSITIONS in tables and self._transitions)
+        )
+
+    def holds_calls_before(self, operation_id: str, turn_idx: int) -> bool:
+        """Whether a held call could be one a read of calls before ``turn_idx`` of
+        ``operation_id`` finds (a held call of another operation counts)."""
+        return any(
+            key[0] != operation_id or held[0][_TURN] < turn_idx for key, held in self._calls.items()
+        )
+
     def clear(self) -> None:
+        """Forget the transaction's held rows (it committed, or rolled back)."""
         self._calls.clear()
         self._ops.clear()
         self._transitions.clear()
+        self._next_id = None
 
-    def flush(self, audit: Callable[[str, dict[str, Any]], None]) -> None:
-        """Write every held row (inside the open transaction); each transition, now that it
-        has its id, goes to ``audit`` (calls and operations were audited as they were held)."""
-        if self._calls:
+    def flush(
+        self, audit: Callable[[str, dict[str, Any]], None], tables: frozenset[str] = ALL
+    ) -> None:
+        """Write the held rows of ``tables`` (inside the open transaction); each transition,
+        now that it has its id, goes to ``audit`` (calls and operations were audited as they
+        were held)."""
+        if CALLS in tables and self._calls:
             self._flush_calls()
+        if OPERATIONS in tables and self._ops:
+            self._flush_operations()
+        if TRANSITIONS in tables and self._transitions:
+            self._flush_transitions(audit)
+
+    def _flush_operations(self) -> None:
         for operation_id, (row, expected, updated_at) in self._ops.items():
             sql, args = _OP_UPDATE, (*row[1:], operation_id, expected)
             if updated_at is not None:
@@ -107,13 +141,14 @@ class HeldWrites:
             if self.conn.execute(sql, args).rowcount != 1:
                 raise _changed(f"operation {operation_id}", expected)
         self._ops.clear()
-        if self._transitions:
-            ids = self._ids(len(self._transitions))
-            rows = [(n, *t) for n, t in zip(ids, self._transitions, strict=True)]
-            self._transitions.clear()
-            self.conn.executemany(_TRANSITION_INSERT, rows)
-            for row in rows:
-                audit("transition", dict(zip(TRANSITION_NAMES, row, strict=True)))
+
+    def _flush_transitions(self, audit: Callable[[str, dict[str, Any]], None]) -> None:
+        ids = self._ids(len(self._transitions))
+        rows = [(n, *t) for n, t in zip(ids, self._transitions, strict=True)]
+        self._transitions.clear()
+        self.conn.executemany(_TRANSITION_INSERT, rows)
+        for row in rows:
+            audit("transition", dict(zip(TRANSITION_NAMES, row, strict=True)))
 
     def _flush_calls(self) -> None:
         new = [row for row, expected in self._calls.values() if expected is None]
@@ -143,8 +178,11 @@ class HeldWrites:
                 (count,),
             ).fetchall()
             return [int(r[0]) for r in rows]
-        (last,) = self.conn.execute("SELECT coalesce(max(id), 0) FROM transitions").fetchone()
-        return range(int(last) + 1, int(last) + 1 + count)
+        if self._next_id is None:
+            (last,) = self.conn.execute("SELECT coalesce(max(id), 0) FROM transitions").fetchone()
+            self._next_id = int(last) + 1
+        first, self._next_id = self._next_id, self._next_id + count
+        return range(first, first + count)
 
 
 def _rowcount(cursor: object) -> int:

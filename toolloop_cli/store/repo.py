@@ -44,7 +44,7 @@ from toolloop_cli.errors import (
 from .audit_writer import AuditWriter, bindings_in
 from .connection import Connection
 from .durability import Durability
-from .held import HeldWrites
+from .held import ALL, CALLS, OPERATIONS, TRANSITIONS, HeldWrites
 from .rows import (
     APR_COLUMNS,
     CALL_COLUMNS,
@@ -58,6 +58,9 @@ from .rows import (
     op_from_row,
     op_row,
 )
+
+#: what a read of one table writes first of the open transaction's held rows
+_CALLS, _OPS, _TRANSITIONS = (frozenset((t,)) for t in (CALLS, OPERATIONS, TRANSITIONS))
 
 
 class Store:
@@ -184,6 +187,7 @@ class Store:
         except BaseException as exc:
             self._roll_back(exc)
             raise
+        self._rows.clear()
         self._audit.committed()
         if self._barrier:
             self._barrier = False
@@ -192,12 +196,13 @@ class Store:
         for announce in pending:
             announce()
 
-    def _write_held(self) -> None:
-        """Put the held row writes in their tables (before a commit, or a read of them). A
-        failure rolls the whole transaction back: none of its state changes happened."""
-        if self._rows:
+    def _write_held(self, tables: frozenset[str] = ALL) -> None:
+        """Put the held row writes of ``tables`` in them (all before a commit, the one a read
+        reads before it). A failure rolls the whole transaction back: none of its state
+        changes happened."""
+        if self._rows.holds(tables):
             try:
-                self._rows.flush(self.audit)
+                self._rows.flush(self.audit, tables)
             except BaseException as exc:
                 self._roll_back(exc)
                 raise
@@ -338,7 +343,7 @@ class Store:
         self.audit("operation", dict(zip(OP_NAMES, row, strict=True)))
 
     def get_operation(self, operation_id: str, tenant: str | None = None) -> OperationRecord:
-        self._write_held()
+        self._write_held(_OPS)
         cur = self.conn.execute(
             f"SELECT {OP_COLUMNS} FROM operations WHERE operation_id = ?", (operation_id,)
         )
@@ -349,7 +354,7 @@ class Store:
         return op_from_row(row)
 
     def list_operations(self, tenant: str | None = None, limit: int = 50) -> list[OperationRecord]:
-        self._write_held()
+        self._write_held(_OPS)
         sql = f"SELECT {OP_COLUMNS} FROM operations"
         args: list[Any] = []
         if tenant is not None:
@@ -362,7 +367,7 @@ class Store:
     def operations_in_state(
         self, state: OpState, tenant: str | None = None
     ) -> list[OperationRecord]:
-        self._write_held()
+        self._write_held(_OPS)
         sql = f"SELECT {OP_COLUMNS} FROM operations WHERE state = ?"
         args: list[Any] = [state.value]
         if tenant is not None:
@@ -407,7 +412,7 @@ class Store:
 
     def transitions(self, operation_id: str) -> list[dict[str, Any]]:
         """The state log in order; ``response_id`` is None in rows from before it was kept."""
-        self._write_held()
+        self._write_held(_TRANSITIONS)
         cur = self.conn.execute(
             "SELECT kind, call_id, source, target, reason, at, response_id FROM transitions"
             " WHERE operation_id = ? ORDER BY id",
@@ -556,7 +561,7 @@ class Store:
         self._unless_held()
 
     def calls(self, operation_id: str, turn_idx: int | None = None) -> list[CallRecord]:
-        self._write_held()
+        self._write_held(_CALLS)
         sql = f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ?"
         args: list[Any] = [operation_id]
         if turn_idx is not None:
@@ -570,7 +575,7 @@ class Store:
 
     def get_call(self, operation_id: str, response_id: str, call_id: str) -> CallRecord | None:
         """The one call a (response id, call id) pair names: call ids are unique per response."""
-        self._write_held()
+        self._write_held(_CALLS)
         row = self.conn.execute(
             f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND response_id = ?"
             " AND call_id = ?",
@@ -582,7 +587,7 @@ class Store:
         self, operation_id: str, response_id: str, call_ids: Sequence[str]
     ) -> list[CallRecord]:
         """The calls of one response with any of these call ids (one query, the unique key)."""
-        self._write_held()
+        self._write_held(_CALLS)
         if not call_ids:
             return []
         marks = ", ".join("?" for _ in call_ids)
@@ -608,9 +613,10 @@ class Store:
         A ``UNION`` of one indexed seek per key and per intent (``calls_key``,
         ``calls_intent``), so the cost does not grow with the calls the operation has made.
         """
-        self._write_held()
         if not intents and not keys:
             return []
+        if self._rows.holds_calls_before(operation_id, before_turn):
+            self._write_held(_CALLS)  # the new turn's own held calls cannot match: not yet
         sql, args = earlier_calls_query(operation_id, before_turn, intents, keys)
         return [call_from_row(r) for r in self.conn.execute(sql, args)]
 

@@ -19,6 +19,7 @@ walks the same path it walked when it was recorded.
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -71,7 +72,24 @@ class _Start:
     answered = 0
 
 
-class DeclaredTools:
+class _AnsweredAtOnce(ABC):
+    """``start`` for a toolbox whose answers are recorded: ``execute`` returns at once, so
+    the started work is done before it is handed back."""
+
+    @abstractmethod
+    def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution: ...
+
+    def start(
+        self,
+        name: str,
+        arguments: JSONObject,
+        context: CallContext,
+        on_done: Callable[[], None],
+    ) -> Running[ToolExecution]:
+        return answered_at_once(self.execute(name, arguments, context), on_done)
+
+
+class DeclaredTools(_AnsweredAtOnce):
     """Lookup and validation over the tools the recorded requests declared (no handlers).
 
     ``declared[k]`` are the tools of recorded request ``k``. ``meta`` is toolloop's per-tool
@@ -164,22 +182,13 @@ class DeclaredTools:
     def execute(self, name: str, arguments: JSONObject, context: CallContext) -> ToolExecution:
         return ToolExecution(S.FAILED, error=f"{name} has no handler: it was only recorded")
 
-    def start(
-        self,
-        name: str,
-        arguments: JSONObject,
-        context: CallContext,
-        on_done: Callable[[], None],
-    ) -> Running[ToolExecution]:
-        return answered_at_once(self.execute(name, arguments, context), on_done)
-
     def reconcile(
         self, name: str, arguments: JSONObject, context: CallContext
     ) -> ToolExecution | None:
         return None
 
 
-class RecordedToolbox:
+class RecordedToolbox(_AnsweredAtOnce):
     """A ``Toolbox`` whose handlers answer with the recording's results.
 
     ``results[k]`` holds, by call id, the results recorded for the calls of answer ``k``;
@@ -257,15 +266,6 @@ class RecordedToolbox:
         if result is None and self.foreign:
             return ToolExecution(S.TOOL_ERROR, error="the recording has no result for this call")
         return execution_of(result, reconciled=reconciled)
-
-    def start(
-        self,
-        name: str,
-        arguments: JSONObject,
-        context: CallContext,
-        on_done: Callable[[], None],
-    ) -> Running[ToolExecution]:
-        return answered_at_once(self.execute(name, arguments, context), on_done)
 
     def reconcile(
         self, name: str, arguments: JSONObject, context: CallContext

@@ -441,16 +441,15 @@ class Store:
             return
         conversation = self.conversation(operation_id)
         start = len(conversation)
-        digests: list[str] = []
-        for offset, item in enumerate(items):
-            body = canonical_text(item)
-            digest = sha256_hex(body.encode("utf-8"))
-            digests.append(digest)
-            self.conn.execute(self._add_blob, (digest, body))
-            self.conn.execute(
-                "INSERT INTO conversation (operation_id, seq, item_sha256) VALUES (?, ?, ?)",
-                (operation_id, start + offset, digest),
-            )
+        bodies = [canonical_text(item) for item in items]
+        digests = [sha256_hex(body.encode("utf-8")) for body in bodies]
+        # one statement each for the bodies and the positions, in item order (a body that
+        # repeats within the items is added by its first row and found by the next)
+        self.conn.executemany(self._add_blob, list(zip(digests, bodies, strict=True)))
+        self.conn.executemany(
+            "INSERT INTO conversation (operation_id, seq, item_sha256) VALUES (?, ?, ?)",
+            [(operation_id, start + n, digest) for n, digest in enumerate(digests)],
+        )
         conversation.extend(items)
         self.audit("items", {"operation_id": operation_id, "start": start, "items": digests})
 

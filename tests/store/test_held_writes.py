@@ -14,10 +14,18 @@ import pytest
 from support.clock import FakeClock
 from support.stores import behind_its_back, start
 
+from toolloop_cli.engine.records import CallRecord
 from toolloop_cli.engine.states import CallState
 from toolloop_cli.errors import StoreError
 from toolloop_cli.service.verify import verify_store
 from toolloop_cli.store import open_store
+from toolloop_cli.store.repo import Store
+
+
+def _stored(store: Store, call: CallRecord) -> CallRecord:
+    found = store.get_call(call.operation_id, call.response_id, call.call_id)
+    assert found is not None, call.call_id
+    return found
 
 
 def test_reads_inside_a_transaction_see_its_held_writes(store_path: Path, clock: FakeClock) -> None:
@@ -33,14 +41,14 @@ def test_reads_inside_a_transaction_see_its_held_writes(store_path: Path, clock:
             op_id, "call", call.state, "DENIED", clock.now().isoformat(), "test", call.call_id
         )
         store.save_operation(op.model_copy(update={"reason": "held"}), op.state)
-        assert store.get_call(op_id, call.response_id, call.call_id).state == CallState.DENIED
+        assert _stored(store, call).state == CallState.DENIED
         assert [c.state for c in store.calls(op_id) if c.call_id == call.call_id] == ["DENIED"]
         assert store.get_operation(op_id).reason == "held"
         log = store.transitions(op_id)
         assert len(log) == before + 1 and log[-1]["target"] == "DENIED"
         # written by the read, the later write of the same row is still checked and kept
         store.save_call(moved.model_copy(update={"finished_at": "again"}), CallState.DENIED)
-    assert store.get_call(op_id, call.response_id, call.call_id).finished_at == "again"
+    assert _stored(store, call).finished_at == "again"
 
 
 def test_a_held_write_whose_row_moved_on_undoes_the_whole_transaction(
@@ -65,7 +73,7 @@ def test_a_held_write_whose_row_moved_on_undoes_the_whole_transaction(
             store.save_call(call.model_copy(update={"state": CallState.DENIED}), call.state)
     assert store.transitions(op_id) == log
     assert store.get_operation(op_id).reason == op.reason
-    assert store.get_call(op_id, call.response_id, call.call_id).state == "EXPIRED"
+    assert _stored(store, call).state == "EXPIRED"
     # the store is usable after the refusal: the next transaction commits
     with store.transaction():
         store.log_transition(

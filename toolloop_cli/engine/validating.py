@@ -49,7 +49,7 @@ def validate(
         # a valid call's binding is written with the move it makes next, or before a stop
         stuck = _no_progress(op, valid, earlier)
         if stuck is not None:
-            _save_bindings(deps, valid)
+            _save_bindings(deps, [c for c, _ in valid])
             return stop(deps, op, OpState.NO_PROGRESS, stuck), None
         if valid:
             signature = guards.turn_signature([_intent(c) for c, _ in valid])
@@ -66,7 +66,7 @@ def validate(
                 continue
             tripped = guards.tool_call_budget(op.guards, op.counters, tool.name, allowed)
             if tripped is not None:
-                _save_bindings(deps, [(c, t) for c, t in valid if current[c.seq] is c])
+                _save_bindings(deps, [c for c, _ in valid if current[c.seq] is c])
                 return stop(deps, op, OpState.BUDGET_EXHAUSTED, tripped), None
             allowed[tool.name] = allowed.get(tool.name, 0) + 1
             if tool.needs_approval:
@@ -193,9 +193,9 @@ def _bind(call: CallRecord, tool: ToolInfo, key: str, digest: str) -> CallRecord
     )
 
 
-def _save_bindings(deps: Deps, bound: list[tuple[CallRecord, ToolInfo]]) -> None:
+def _save_bindings(deps: Deps, bound: list[CallRecord]) -> None:
     """Write the binding of calls that make no move here (the step stops before)."""
-    for call, _ in bound:
+    for call in bound:
         deps.store.save_call(call, call.state)
 
 

@@ -163,7 +163,7 @@ class HeldWrites:
                 self.conn.executemany(_CALL_INSERT, new)
             except sqlite3.IntegrityError as exc:
                 raise StoreError(f"a call of this turn is already recorded: {exc}") from exc
-        if changed and _rowcount(self.conn.executemany(_CALL_UPDATE, changed)) != len(changed):
+        if changed and self.conn.executemany(_CALL_UPDATE, changed).rowcount != len(changed):
             raise StoreError(
                 "a call of this turn is no longer in the state it was read in: "
                 "another process changed it"
@@ -183,11 +183,6 @@ class HeldWrites:
             self._next_id = int(last) + 1
         first, self._next_id = self._next_id, self._next_id + count
         return range(first, first + count)
-
-
-def _rowcount(cursor: object) -> int:
-    count = getattr(cursor, "rowcount", -1)
-    return int(count) if isinstance(count, int) else -1
 
 
 def _changed(what: str, expected: str) -> StoreError:

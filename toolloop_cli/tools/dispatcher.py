@@ -130,10 +130,7 @@ class Running:
     def _raw(self) -> ToolExecution:
         outcome = self.outcome
         if outcome is None:
-            error = (
-                "timed out after 0 ms: the operation deadline had passed, the handler was not run"
-            )
-            return ToolExecution(S.TIMED_OUT, error=error)
+            return ToolExecution(S.TIMED_OUT, error=_NOT_STARTED)
         finished = outcome.done.wait(max(0.0, self.expires - time.monotonic()))
         duration_ms = (time.monotonic() - self.started) * 1000
         if not finished:

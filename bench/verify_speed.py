@@ -29,8 +29,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from toolloop_cli.audit.canonical import fast_canonical_bytes, sha256_hex
 from toolloop_cli.audit.chain import walk
-from toolloop_cli.audit.hashing import GENESIS, Write, seal, seal_batch
+from toolloop_cli.audit.hashing import GENESIS, chain_link, seal
 from toolloop_cli.audit.verify import verify
 from toolloop_cli.service import approvals, operations
 from toolloop_cli.service.verify import read_rows, verify_store
@@ -96,10 +97,11 @@ def build_calls(path: Path, calls: int, turns: int = 200, per_turn: int = 3) -> 
 
 
 def _reseal(record: dict[str, Any]) -> object:
-    """Hash a record again as the engine appended it (either layout)."""
+    """Hash a record again as the engine appends it (either layout): its canonical bytes,
+    their hash and the link (the row hashes its writes state are taken as written)."""
     if record.get("kind") == "batch":
-        writes = [Write(*w) for w in record["writes"]]
-        return seal_batch(record["seq"], GENESIS, record["operation_id"], writes)
+        digest = sha256_hex(fast_canonical_bytes(record))
+        return chain_link(record["seq"], GENESIS, digest)
     return seal(record["seq"], GENESIS, record["kind"], record["row"])
 
 

@@ -1,5 +1,5 @@
-"""The audit log holds one batch record per transaction: each write's changed columns and the
-hash of the whole row after it, rebuilt and checked by ``verify``."""
+"""The audit log holds one batch record per transaction: each row written whole, or its changed
+columns and the hash of the whole row after them, rebuilt and checked by ``verify``."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from support.audit_log import newest_write, records
+from support.audit_log import newest_write, records, reseal
 from support.clock import FakeClock
 from support.stores import behind_its_back, start
 
-from toolloop_cli.audit.hashing import row_sha256
+from toolloop_cli.audit.expand import read_write
+from toolloop_cli.audit.hashing import GENESIS, Write, row_sha256, seal_batch
 from toolloop_cli.engine.states import OpState
 from toolloop_cli.errors import StoreError
 from toolloop_cli.service.verify import verify_store
@@ -76,6 +77,90 @@ def test_a_row_another_process_changed_is_refused_then_written_whole(store_path:
     with mine.transaction():
         mine.save_operation(fresh.model_copy(update={"reason": "mine"}), fresh.state)
     seq, index = newest_write(mine.conn, "operation", operation_id=op_id)
-    changes = next(r for s, r in records(mine.conn) if s == seq)["writes"][index][2]
-    assert "task" in changes  # whole: no version this connection wrote is the row's last
+    record = next(r for s, r in records(mine.conn) if s == seq)
+    write = read_write(record, record["writes"][index])
+    assert write is not None
+    # whole: no version this connection wrote is the row's last
+    assert write.stated is None and "task" in write.changes
     assert verify_store(mine).ok
+
+
+def test_new_rows_are_written_whole_without_a_row_hash_or_their_operation_id(
+    store_path: Path,
+) -> None:
+    store = open_store(store_path)
+    op_id = start(store, FakeClock())
+    for _, record in records(store.conn):
+        assert record["v"] == 4 and record["operation_id"] == op_id
+        for entry in record["writes"]:
+            assert op_id not in json.dumps(entry), "the record's own operation id repeated"
+            if entry[0] == "transition":  # an event: always whole, its hash implied
+                assert isinstance(entry[1], dict) and len(entry) == 2
+    (call,) = [c for c in store.calls(op_id) if c.name == "get_order"]
+    first = next(
+        w
+        for _, r in records(store.conn)
+        for w in (read_write(r, e) for e in r["writes"])
+        if w is not None and w.kind == "call" and w.key[-1] == call.call_id
+    )
+    # the call's insert: every column, the operation id put back by the reader
+    assert first.stated is None
+    assert first.key == [op_id, call.response_id, call.call_id]
+    assert first.changes["operation_id"] == op_id and first.changes["name"] == "get_order"
+    assert verify_store(store).ok
+
+
+def _forge_write(path: Path, kind: str, forge: object) -> tuple[int, int]:
+    """Apply ``forge(entry)`` to the newest ``kind`` write (for a call: a change), the record
+    and links re-sealed."""
+    with behind_its_back(path) as conn:
+        seq, index, record = next(
+            (seq, i, r)
+            for seq, r in reversed(records(conn))
+            for i, e in enumerate(r["writes"])
+            if e[0] == kind and (kind != "call" or isinstance(e[1], list))
+        )
+        assert callable(forge)
+        record["writes"][index] = forge(record["writes"][index])
+        conn.execute("UPDATE audit_log SET record = ? WHERE seq = ?", (json.dumps(record), seq))
+        reseal(conn, seq)
+    return seq, index
+
+
+@pytest.mark.parametrize(
+    ("kind", "forge"),
+    [
+        # a whole row that names an operation again: whose it is would depend on the reader
+        ("transition", lambda e: [e[0], {**e[1], "operation_id": "op_someone_else"}]),
+        # a whole row without its key
+        ("transition", lambda e: [e[0], {c: v for c, v in e[1].items() if c != "id"}]),
+        # a change whose key still spells out the record's operation
+        ("operation", lambda e: [e[0], ["op_someone_else", *e[1]], *e[2:]]),
+        # a change with a key too short for its kind
+        ("call", lambda e: [e[0], e[1][:1], *e[2:]]),
+    ],
+    ids=[
+        "whole-row-names-an-operation",
+        "whole-row-without-key",
+        "key-with-operation",
+        "short-key",
+    ],
+)
+def test_a_malformed_version_4_write_is_reported_not_read(
+    store_path: Path, kind: str, forge: object
+) -> None:
+    store = open_store(store_path)
+    start(store, FakeClock())
+    store.close()
+    seq, index = _forge_write(store_path, kind, forge)
+    found = {(m.table, m.key, m.field) for m in verify_store(open_store(store_path)).mismatches}
+    assert ("audit_log", f"seq {seq} write {index}", "writes") in found
+
+
+def test_a_row_of_another_operation_is_never_sealed_into_a_record() -> None:
+    theirs = Write("transition", [7], {"id": 7, "operation_id": "op_b", "target": "X"})
+    with pytest.raises(ValueError, match="another operation"):
+        seal_batch(1, GENESIS, "op_a", [theirs])
+    change = Write("call", ["op_b", "r", "c"], {"state": "SUCCEEDED"}, "sha256:" + "0" * 64)
+    with pytest.raises(ValueError, match="another operation"):
+        seal_batch(1, GENESIS, "op_a", [change])

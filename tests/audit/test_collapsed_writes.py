@@ -3,7 +3,8 @@ commit changed, the hash of the row as it committed, and the states it went thro
 
 ``verify`` checks every move of that path as if each state had been written alone: a forged
 path (a skipped state, a move out of a final state, a first state that is not the initial
-one) is found. Logs written before (a row once per write, version 2) still verify.
+one) is found. Logs written before (every key and row hash spelled out, version 3; a row once
+per write, version 2) still verify.
 """
 
 from __future__ import annotations
@@ -17,18 +18,21 @@ from support.clock import FakeClock
 from support.stores import behind_its_back, start
 
 from toolloop_cli.audit.canonical import canonical_text
+from toolloop_cli.audit.expand import RowWrite, read_write
 from toolloop_cli.audit.hashing import row_sha256
 from toolloop_cli.service.verify import verify_store
 from toolloop_cli.store import open_store
 
 
-def _writes_of(log: list[tuple[int, dict[str, Any]]], kind: str) -> list[tuple[int, int, list]]:
-    return [
-        (seq, index, write)
-        for seq, record in log
-        for index, write in enumerate(record["writes"])
-        if write[0] == kind
-    ]
+def _writes_of(log: list[tuple[int, dict[str, Any]]], kind: str) -> list[tuple[int, int, RowWrite]]:
+    found = []
+    for seq, record in log:
+        for index, entry in enumerate(record["writes"]):
+            write = read_write(record, entry)
+            assert write is not None, entry
+            if write.kind == kind:
+                found.append((seq, index, write))
+    return found
 
 
 def test_each_row_is_written_once_per_record_with_the_states_it_went_through(
@@ -37,15 +41,19 @@ def test_each_row_is_written_once_per_record_with_the_states_it_went_through(
     store = open_store(store_path)
     op_id = start(store, FakeClock())  # the refund run, up to its approval
     log = records(store.conn)
-    assert {r["v"] for _, r in log} == {3}
+    assert {r["v"] for _, r in log} == {4}
     for _, record in log:
-        keys = [json.dumps(w[:2]) for w in record["writes"] if w[0] != "transition"]
+        keys = [
+            json.dumps([w.kind, w.key])
+            for w in (read_write(record, entry) for entry in record["writes"])
+            if w is not None and w.kind != "transition"
+        ]
         assert len(keys) == len(set(keys)), "a row written twice in one record"
     (get_order,) = [c for c in store.calls(op_id) if c.name == "get_order"]
     paths = [
-        ([*w[4], w[2].get("state")] if len(w) == 5 else [w[2].get("state")])
+        [*(w.via or []), w.changes.get("state")]
         for _, _, w in _writes_of(log, "call")
-        if w[1][-1] == get_order.call_id
+        if w.key[-1] == get_order.call_id
     ]
     # proposed, allowed and started in one commit; its result in the next
     assert paths == [["PROPOSED", "APPROVED", "EXECUTING"], ["SUCCEEDED"]]
@@ -69,10 +77,12 @@ def _forge_path(path: Path, op_id: str, call_id: str, via: list[str] | None) -> 
     with behind_its_back(path) as conn:
         log = records(conn)
         seq, index, write = next(
-            (s, i, w) for s, i, w in _writes_of(log, "call") if w[1][-1] == call_id
+            (s, i, w) for s, i, w in _writes_of(log, "call") if w.key[-1] == call_id
         )
         record = next(r for s, r in log if s == seq)
-        record["writes"][index] = [*write[:4], *([via] if via else [])]
+        entry = record["writes"][index]
+        core = entry[:2] if write.stated is None else entry[:4]  # whole, or a change
+        record["writes"][index] = [*core, *([via] if via else [])]
         conn.execute("UPDATE audit_log SET record = ? WHERE seq = ?", (canonical_text(record), seq))
         reseal(conn, seq)
     return seq
@@ -118,33 +128,56 @@ def test_control_the_path_as_written_verifies(store_path: Path) -> None:
     assert _found(store_path) == set()
 
 
-def test_a_version_2_log_with_a_write_per_state_still_verifies(store_path: Path) -> None:
-    store = open_store(store_path)
-    start(store, FakeClock())
-    store.close()
-    with behind_its_back(store_path) as conn:
+def _relayout(path: Path, version: int) -> None:
+    """Rewrite the log of the store at ``path`` in an older batch layout, re-sealed."""
+    with behind_its_back(path) as conn:
         log = records(conn)
         rows = iter(row_writes(conn))  # each write's whole row, in order
         for seq, record in log:
-            record["v"] = 2
+            writes = [read_write(record, entry) for entry in record["writes"]]
+            record["v"] = version
             record["writes"] = [
-                w for write in record["writes"] for w in _one_per_state(write, next(rows)["row"])
+                w
+                for write in writes
+                if write is not None
+                for w in _as_written_by(version, write, next(rows)["row"])
             ]
             conn.execute(
                 "UPDATE audit_log SET record = ? WHERE seq = ?", (canonical_text(record), seq)
             )
         for seq, _ in log:
             reseal(conn, seq)
+
+
+def test_a_version_3_log_with_every_key_and_row_hash_spelled_out_still_verifies(
+    store_path: Path,
+) -> None:
+    store = open_store(store_path)
+    start(store, FakeClock())
+    store.close()
+    _relayout(store_path, 3)
     assert _found(store_path) == set()
 
 
-def _one_per_state(write: list[Any], row: dict[str, Any]) -> list[list[Any]]:
-    """A collapsed write as version 2 wrote it: one write per state the row went through,
-    each stating the row as it then stood (here: as it committed, in that state)."""
-    if len(write) == 4:
-        return [write]
-    kind, key, changes, stated, via = write
-    states = [*via, row["state"]]
+def test_a_version_2_log_with_a_write_per_state_still_verifies(store_path: Path) -> None:
+    store = open_store(store_path)
+    start(store, FakeClock())
+    store.close()
+    _relayout(store_path, 2)
+    assert _found(store_path) == set()
+
+
+def _as_written_by(version: int, write: RowWrite, row: dict[str, Any]) -> list[list[Any]]:
+    """A write as an older layout held it: every key whole and every row hash stated;
+    version 2 also wrote one write per state the row went through, each stating the row as
+    it then stood (here: as it committed, in that state)."""
+    kind, key, changes = write.kind, write.key, write.changes
+    stated = row_sha256(row) if write.stated is None else write.stated
+    if not write.via:
+        return [[kind, key, changes, stated]]
+    if version == 3:
+        return [[kind, key, changes, stated, write.via]]
+    states = [*write.via, row["state"]]
     out = [[kind, key, {**changes, "state": states[0]}, row_sha256({**row, "state": states[0]})]]
     for state in states[1:-1]:
         out.append([kind, key, {"state": state}, row_sha256({**row, "state": state})])

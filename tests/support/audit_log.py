@@ -1,9 +1,10 @@
 """Reading and forging a store's audit log as an attacker with write access to the file would.
 
-The store writes one batch record per transaction (each row's write: kind, key, changed
-columns, hash of the whole row after it, and maybe the states it went through). These helpers
-find a write, change it with its row hash recomputed, and re-seal the record and every link
-after it, so a test can check what ``verify`` still finds when a forger did the whole job.
+The store writes one batch record per transaction (each row's write: kind and the whole row,
+or kind, key, changed columns and the hash of the whole row after them; and maybe the states
+it went through). These helpers find a write, change it with its row hash recomputed, and
+re-seal the record and every link after it, so a test can check what ``verify`` still finds
+when a forger did the whole job.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex
-from toolloop_cli.audit.expand import expand
+from toolloop_cli.audit.expand import expand, read_write
 from toolloop_cli.audit.hashing import GENESIS, chain_link, row_sha256, seal
 from toolloop_cli.store.audit_writer import append_sealed
 from toolloop_cli.store.connection import Connection
@@ -42,8 +43,11 @@ def newest_write(
     for seq, record in reversed(records(conn)):
         writes = record.get("writes", [])
         for index in reversed(range(len(writes))):
-            name, key, changes = writes[index][:3]
-            if name != kind or (column is not None and column not in changes):
+            write = read_write(record, writes[index])
+            if write is None or write.kind != kind:
+                continue
+            key, changes = write.key, write.changes
+            if column is not None and column not in changes:
                 continue
             if operation_id is not None and key[0] != operation_id:
                 continue
@@ -61,15 +65,20 @@ def edit_write(conn: Connection, seq: int, index: int, **changes: Any) -> dict[s
     log = records(conn)
     before = [r for s, r in log if s < seq]
     record = next(r for s, r in log if s == seq)
-    kind, key, old = record["writes"][index][:3]
-    rebuilt = {
-        (w["kind"], json.dumps(w["key"])): w["row"]
-        for w in expand([*before, _only(record, index)], [])
-    }
-    base = rebuilt.get((kind, json.dumps(key)), {})
-    new = {**old, **changes}
-    via = record["writes"][index][4:]  # the states the row went through, when it names them
-    record["writes"][index] = [kind, key, new, row_sha256({**base, **new}), *via]
+    entry = record["writes"][index]
+    write = read_write(record, entry)
+    assert write is not None, f"write {index} of record {seq} is malformed"
+    via = [write.via] if write.via else []  # the states the row went through, when named
+    if write.stated is None:  # a row written whole: its columns are all there is to change
+        record["writes"][index] = [write.kind, {**entry[1], **changes}, *via]
+    else:
+        rebuilt = {
+            (w["kind"], json.dumps(w["key"])): w["row"]
+            for w in expand([*before, _only(record, index)], [])
+        }
+        base = rebuilt.get((write.kind, json.dumps(write.key)), {})
+        new = {**entry[2], **changes}
+        record["writes"][index] = [*entry[:2], new, row_sha256({**base, **new}), *via]
     conn.execute("UPDATE audit_log SET record = ? WHERE seq = ?", (canonical_text(record), seq))
     return record
 

@@ -1,19 +1,27 @@
 """Audit records and the hash chain that links them.
 
-Every transaction that writes to an audited table appends one record: the batch of its
-writes, each the row's kind and key, the columns that write changed (every column when the
-row is new) and the hash of the whole row after it, sealed into a chain:
+Every transaction that writes to an audited table appends one record per operation it
+touched: the batch of its writes, each row once, as the transaction left it, sealed into a
+chain:
 
-    {"v": 3, "seq": N, "kind": "batch", "operation_id": OP, "call_id": null,
-     "writes": [[K, [...the row's identity...], {...changed columns...}, "sha256:..."], ...]}
+    {"v": 4, "seq": N, "kind": "batch", "operation_id": OP, "call_id": null,
+     "writes": [[K, {...every column...}],                       # a row written whole
+                [K, [...the row's identity...], {...changed columns...}, "sha256:..."]]}
 
-A row is written once per record, as the transaction left it; when its state moved more than
-once in the transaction, its write ends with the states it went through first
-(``[..., "sha256:...", ["PROPOSED", "APPROVED"]]``), each move checked as if written alone.
-So ``verify`` rebuilds every row from its records (the first write of a row holds all of it)
-and checks each rebuilt row against its hash and against the table. Version 2 records listed
-a row once per write in the transaction; stores written before them hold one record per row
-write, the row as it then stood (version 1):
+A row written whole (a new row, an event, a row whose last version this writer does not
+hold) is its columns: the record, chained, holds all of it, so no row hash is stated. A row
+changed since a version the log holds lists the columns that changed and the hash of the
+whole row after the change. Inside a record of operation OP every row is OP's: keys leave out
+their leading ``operation_id`` and columns leave out ``operation_id``, and readers put both
+back. When a row's state moved more than once in the transaction, its write ends with the
+states it went through first (``[..., ["PROPOSED", "APPROVED"]]``), each move checked as if
+written alone. So ``verify`` rebuilds every row from its records and checks each rebuilt row
+against its stated hash and against the table.
+
+Older layouts stay readable: version 3 stated a row hash for every write and spelled out
+every key and ``operation_id``; version 2 listed a row once per write in the transaction;
+stores written before batches hold one record per row write, the row as it then stood
+(version 1):
 
     {"v": 1, "seq": N, "kind": K, "operation_id": OP, "call_id": CALL|null,
      "key": [...the row's identity...], "row": {...every column...}}
@@ -60,11 +68,13 @@ __all__ = [
 
 #: Version of the one-record-per-row-write layout (stores written before batches).
 RECORD_VERSION = 1
-#: Version of the batch layout: one record per transaction, each row written once in it with
-#: the columns it changed and, when its state moved more than once, the states it went through.
-BATCH_VERSION = 3
-#: Batch layouts ``verify`` reads: 2 wrote a row once per write, so a row could appear twice.
-BATCH_VERSIONS = (2, BATCH_VERSION)
+#: Version of the batch layout: one record per transaction and operation, each row written
+#: once in it (whole, or the columns it changed and its hash) and, when its state moved more
+#: than once, the states it went through.
+BATCH_VERSION = 4
+#: Batch layouts ``verify`` reads: 3 stated a hash and a full key for every write; 2 wrote a
+#: row once per write, so a row could appear twice.
+BATCH_VERSIONS = (2, 3, BATCH_VERSION)
 #: The ``kind`` of a batch record.
 BATCH = "batch"
 
@@ -155,19 +165,32 @@ def seal(seq: int, prev_sha256: str, kind_name: str, row: Mapping[str, Any]) -> 
 
 @dataclass(frozen=True)
 class Write:
-    """One row's write in a batch: the columns the transaction changed, the hash of the row
-    as it committed, and the states it passed through first (``via``: empty when its state
-    moved at most once in the transaction)."""
+    """One row's write in a batch: the row whole (``row_sha256`` None), or the columns the
+    transaction changed and the hash of the row as it committed; and the states it passed
+    through first (``via``: empty when its state moved at most once in the transaction)."""
 
     kind: str
     key: list[Any]
     changes: dict[str, Any]
-    row_sha256: str
+    row_sha256: str | None = None
     via: tuple[str, ...] = ()
 
-    def entry(self) -> list[Any]:
-        """The write as a batch record lists it."""
-        head = [self.kind, self.key, self.changes, self.row_sha256]
+    def entry(self, operation_id: str | None) -> list[Any]:
+        """The write as a batch record of ``operation_id`` lists it (its own id left out)."""
+        changes, key = self.changes, self.key
+        if operation_id is not None:
+            if changes.get("operation_id", operation_id) != operation_id:
+                raise ValueError(f"a {self.kind} row of another operation in {operation_id}'s")
+            if "operation_id" in changes:
+                changes = {c: v for c, v in changes.items() if c != "operation_id"}
+            if KINDS[self.kind].key[0] == "operation_id":
+                if key[0] != operation_id:
+                    raise ValueError(f"a {self.kind} key of another operation in {operation_id}'s")
+                key = key[1:]
+        if self.row_sha256 is None:
+            head: list[Any] = [self.kind, changes]
+        else:
+            head = [self.kind, key, changes, self.row_sha256]
         return [*head, list(self.via)] if self.via else head
 
 
@@ -186,7 +209,7 @@ def seal_batch(
         "kind": BATCH,
         "operation_id": operation_id,
         "call_id": None,
-        "writes": [w.entry() for w in writes],
+        "writes": [w.entry(operation_id) for w in writes],
     }
     body = fast_canonical_bytes(record)
     record_sha256 = sha256_hex(body)

@@ -1,9 +1,10 @@
 """The audit records of one store connection: a transaction's row writes sealed as one batch.
 
 A row written several times in one transaction (joined transactions included) is one write of
-the batch: the columns the transaction changed since the row's last known version, the hash
-of the whole row as it committed, and the states it went through before the last one. Hashes
-are taken at the seal, once per row. A row's last known version is what this connection last
+the batch: the whole row when it has no known version (new rows and events), else the columns
+the transaction changed since that version and the hash of the whole row as it committed;
+and the states it went through before the last one. Hashes are taken at the seal, once per
+changed row. A row's last known version is what this connection last
 committed of it (and so logged, every column): the store changes operations, calls and
 approvals only by compare-and-set on that version (the operation's ``updated_at``, a call's
 state, a PENDING approval), so it is the one the log holds. A row read but not yet written
@@ -18,6 +19,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from toolloop_cli.audit.expand import read_write
 from toolloop_cli.audit.hashing import (
     GENESIS,
     KINDS,
@@ -51,12 +53,11 @@ class _Pending:
         self.via: list[str] = []
 
     def sealed(self) -> Write:
-        """The row's write: what changed since ``base``, hashed as it stands."""
+        """The row's write: whole, or what changed since ``base`` and its hash as it stands."""
         row, base = self.row, self.base
         if base is None:
-            changes = dict(row)
-        else:
-            changes = {c: v for c, v in row.items() if base.get(c, _ABSENT) != v}
+            return Write(self.kind, self.key, row, None, tuple(self.via))
+        changes = {c: v for c, v in row.items() if base.get(c, _ABSENT) != v}
         return Write(self.kind, self.key, changes, row_sha256(row), tuple(self.via))
 
 
@@ -78,7 +79,7 @@ class AuditWriter:
         op = row.get("operation_id")
         owner = op if isinstance(op, str) else None
         if kind not in _CHANGING:
-            self._writes.append((owner, Write(kind, key, dict(row), row_sha256(row))))
+            self._writes.append((owner, Write(kind, key, dict(row))))
             return
         slot = (kind, hashable_key(key))
         pending = self._open.get(slot)
@@ -207,9 +208,9 @@ def bindings_in(
         writes: list[tuple[Any, Any]] = []
         if record.get("kind") == "batch":
             for write in reversed(record.get("writes") or []):
-                if isinstance(write, list) and len(write) in (4, 5) and write[0] == "call":
-                    key = write[1] if isinstance(write[1], list) and len(write[1]) == 3 else []
-                    writes.append((tuple(key[1:]), write[2]))
+                read = read_write(record, write)
+                if read is not None and read.kind == "call" and len(read.key) == 3:
+                    writes.append((tuple(read.key[1:]), read.changes))
         elif record.get("kind") == "call" and isinstance(record.get("row"), dict):
             row = record["row"]
             writes.append(((row.get("response_id"), row.get("call_id")), row))

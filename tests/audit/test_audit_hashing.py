@@ -34,6 +34,13 @@ json_values = st.recursive(
 )
 
 
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 def reference(value: Any) -> bytes | str:
     try:
         return canonical_bytes(value)
@@ -62,6 +69,9 @@ def test_the_fast_path_writes_exactly_the_rfc8785_bytes(value: Any) -> None:
         [2**53, -(2**53)],  # outside the safe integer range
         {"x": 1.0, "y": 1e21, "z": -0.0},
         {"ctl": '\x00\x1f\x7f\u2028"\\'},
+        {"duration_ms": 0.194, "tiny": 0.00012345, "big": 123456789012345.67},
+        _nested(300),  # deeper than orjson writes
+        ("a", ("b", True)),  # tuples are arrays
     ],
 )
 def test_the_fast_path_agrees_on_the_tricky_cases(value: Any) -> None:

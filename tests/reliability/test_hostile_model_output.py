@@ -299,7 +299,7 @@ def test_the_byte_cap_is_applied_before_parsing_within_4x_the_cap(label: str) ->
     deps = SimpleNamespace(toolbox=_toolbox())  # the check needs no more than the toolbox
     tracemalloc.start()
     try:
-        checked, problem = validating._argument_problem(deps, tool, proposed)  # type: ignore[arg-type]
+        checked, problem, _ = validating._argument_problem(deps, tool, proposed)  # type: ignore[arg-type]
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -7,18 +7,19 @@ would no longer verify. Do not change it; add a new, versioned function instead.
 
 ``fast_canonical_bytes`` is the same serialisation, faster: for values made only of
 objects with ASCII keys, arrays, strings, safe integers, booleans and null (every audit
-record) RFC 8785 output equals ``json.dumps`` with sorted keys and no whitespace, so it uses
-that; so for floats in the range where both write the same shortest digits. Anything else
-(other floats, non-ASCII keys, large integers) goes through ``canonical_bytes``. A property
-test holds the two byte-identical.
+record) RFC 8785 output equals compact JSON with sorted keys, raw UTF-8 and JSON's short
+escapes, which ``orjson`` writes (as ``json.dumps`` with those settings would, several times
+faster); so for floats in the range where both write the same shortest digits. Anything
+else (other floats, non-ASCII keys, large integers) goes through ``canonical_bytes``. A
+property test holds the two byte-identical.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
+import orjson
 import rfc8785
 
 from toolloop_cli.errors import CanonicalJSONError
@@ -62,7 +63,8 @@ _SAFE_INT = 2**53 - 1
 
 
 def _plain(value: Any) -> bool:
-    """True when ``json.dumps`` writes ``value`` exactly as RFC 8785 does (see module doc).
+    """True when compact, key-sorted JSON is ``value`` exactly as RFC 8785 writes it (see the
+    module doc).
 
     Floats are plain when Python's shortest repr is ECMAScript's too: not integral (ES writes
     ``5``, Python ``5.0``) and between 1e-4 and 1e16 in magnitude, where neither uses an
@@ -96,15 +98,11 @@ def _plain(value: Any) -> bool:
 def fast_canonical_bytes(value: Any) -> bytes:
     """``canonical_bytes(value)``, byte for byte, about four times faster on plain values."""
     try:
-        plain = _plain(value)
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    except (RecursionError, ValueError, TypeError):  # too deep, circular: the reference says
-        plain = False
-    if plain:
-        try:
-            return text.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: let the reference path reject it
-            pass
+        if _plain(value):
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except (RecursionError, ValueError, TypeError):
+        pass  # too deep, circular, a lone surrogate (orjson's error is a TypeError): the
+        # reference path says what is wrong
     return canonical_bytes(value)
 
 

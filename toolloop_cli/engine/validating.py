@@ -47,12 +47,12 @@ def validate(
             if checked.state is C.PROPOSED and prepared.tool is not None:
                 valid.append((checked, prepared.tool))
         # a valid call's binding is written with the move it makes next, or before a stop
-        stuck = _no_progress(op, valid, earlier)
+        signature = guards.turn_signature([_intent(c) for c, _ in valid]) if valid else None
+        stuck = _no_progress(op, valid, earlier, signature)
         if stuck is not None:
             _save_bindings(deps, [c for c, _ in valid])
             return stop(deps, op, OpState.NO_PROGRESS, stuck), None
-        if valid:
-            signature = guards.turn_signature([_intent(c) for c, _ in valid])
+        if signature is not None:
             recent = guards.remember_turn(op.counters.recent_turns, signature)
             # written by the transition that ends this step, in the same transaction
             op = op.model_copy(
@@ -101,14 +101,14 @@ def _prepare(deps: Deps, op: OperationRecord, call: CallRecord) -> _Prepared:
     tool = deps.toolbox.lookup(call.name)
     if tool is None:
         return _Prepared(call, None, envelopes.unknown_tool(call.name))
-    call, problem = _argument_problem(deps, tool, call)
+    call, problem, digest = _argument_problem(deps, tool, call)
     if problem is not None:
         return _Prepared(call, tool, problem)
     assert call.arguments is not None
     key = idempotency_key(
         op.operation_id, tool.name, tool.schema_version, call.arguments, tool.key_fields
     )
-    return _Prepared(call, tool, None, key, arguments_digest(call.arguments))
+    return _Prepared(call, tool, None, key, digest)
 
 
 def _check_call(deps: Deps, prepared: _Prepared) -> CallRecord:
@@ -128,9 +128,13 @@ def _intent(call: CallRecord) -> str:
 
 
 def _no_progress(
-    op: OperationRecord, valid: list[tuple[CallRecord, ToolInfo]], earlier: list[CallRecord]
+    op: OperationRecord,
+    valid: list[tuple[CallRecord, ToolInfo]],
+    earlier: list[CallRecord],
+    signature: str | None,
 ) -> str | None:
-    """Why the model is going round in circles, or None: repeats past the limit, A,B,A,B."""
+    """Why the model is going round in circles, or None: repeats past the limit, A,B,A,B
+    (``signature``: the turn's, when it has valid calls)."""
     for call, _ in valid:
         same = [c for c in earlier if _same_intent(c, call)]
         if guards.repeated_too_often(len(same), op.guards):
@@ -140,8 +144,7 @@ def _no_progress(
                 f"{len(same) + 1} times with the same arguments (calls {ids}); "
                 f"limit no_progress_after={op.guards.no_progress_after}"
             )
-    if valid:
-        signature = guards.turn_signature([_intent(c) for c, _ in valid])
+    if signature is not None:
         if guards.cycle(op.counters.recent_turns, signature):
             names = ", ".join(c.name for c, _ in valid)
             return (
@@ -162,28 +165,29 @@ def _same_intent(earlier: CallRecord, call: CallRecord) -> bool:
 
 def _argument_problem(
     deps: Deps, tool: ToolInfo, call: CallRecord
-) -> tuple[CallRecord, dict[str, object] | None]:
-    """The call with its arguments parsed, and why they cannot run (an envelope) or None.
+) -> tuple[CallRecord, dict[str, object] | None, str | None]:
+    """The call with its arguments parsed; why they cannot run (an envelope) or None; and
+    their digest when they can be hashed.
 
     The byte cap comes first: text over it is never parsed (parsing costs many times the
     text), and it stays on the call exactly as the model sent it.
     """
     size = utf8_size(call.raw_arguments)
     if size > tool.max_argument_bytes:
-        return call, envelopes.arguments_too_large(size, tool.max_argument_bytes)
+        return call, envelopes.arguments_too_large(size, tool.max_argument_bytes), None
     if call.arguments is None and call.argument_error is None:  # the adapter left it as text
         arguments, error = parse_arguments(call.raw_arguments)
         call = call.model_copy(update={"arguments": arguments, "argument_error": error})
     if call.arguments is None:
-        return call, envelopes.invalid_json(call.argument_error or "not a JSON object")
+        return call, envelopes.invalid_json(call.argument_error or "not a JSON object"), None
     try:  # 1e999999 parses as inf, 2**60 as an int: neither can be hashed, so neither can run
-        arguments_digest(call.arguments)
+        digest = arguments_digest(call.arguments)
     except CanonicalJSONError as exc:
-        return call, envelopes.invalid_json(str(exc))
+        return call, envelopes.invalid_json(str(exc)), None
     problems = deps.toolbox.validate(tool.name, call.arguments)
     if problems:
-        return call, envelopes.invalid_arguments(problems)
-    return call, None
+        return call, envelopes.invalid_arguments(problems), digest
+    return call, None, digest
 
 
 def _bind(call: CallRecord, tool: ToolInfo, key: str, digest: str) -> CallRecord:

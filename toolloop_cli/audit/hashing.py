@@ -227,7 +227,10 @@ def seal_batch(
 
 def hashable_key(values: Sequence[Any]) -> tuple[Any, ...]:
     """A record key as a dict key (lists and objects in it by their repr)."""
-    return tuple(v if not isinstance(v, list | dict) else repr(v) for v in values)
+    for v in values:
+        if isinstance(v, list | dict):
+            return tuple(repr(x) if isinstance(x, list | dict) else x for x in values)
+    return tuple(values)
 
 
 def key_text(values: Sequence[Any]) -> str:

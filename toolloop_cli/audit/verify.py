@@ -110,7 +110,8 @@ def _snapshots(
             orphans += rows
             continue
         matched: dict[str, Any] = record
-        rows.sort(key=lambda r: _distance(r, matched))
+        if len(rows) > 1:
+            rows.sort(key=lambda r: _distance(r, matched))
         found += _compare(kind, rows[0], matched, skip)
         orphans += rows[1:]
     unmatched = list(records.values())

@@ -63,3 +63,34 @@ def test_a_call_is_found_by_its_response_and_call_id_through_the_unique_key(
     store.close()
     assert "USING INDEX sqlite_autoindex_calls_1" in plan
     assert "calls_id" not in indexes  # by call id alone: nothing looks a call up that way
+
+
+def test_an_operations_audit_records_are_read_newest_first_through_one_index(
+    tmp_path: Path,
+) -> None:
+    """``audited_binding`` reads an operation's records newest first: ``audit_log_op_seq``
+    seeks and orders them; the index that also held a call id (always null in a batch
+    record) is gone, one index write less per record."""
+    store = open_store(tmp_path / "store.db")
+    sql = "SELECT record FROM audit_log WHERE operation_id = ? ORDER BY seq DESC"
+    plan = " | ".join(row[3] for row in store.conn.execute(f"EXPLAIN QUERY PLAN {sql}", ("op",)))
+    indexes = {
+        name
+        for (name,) in store.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'audit_log'"
+        )
+    }
+    store.close()
+    assert "USING INDEX audit_log_op_seq" in plan and "TEMP B-TREE" not in plan, plan
+    assert indexes == {"audit_log_op_seq"}
+
+
+def test_a_postgresql_store_keeps_the_one_audit_log_index_by_operation(
+    postgres_url: str,
+) -> None:
+    store = open_store(postgres_url)
+    found = store.conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE tablename = 'audit_log'"
+    ).fetchall()
+    store.close()
+    assert {name for (name,) in found} == {"audit_log_pkey", "audit_log_op_seq"}

@@ -287,6 +287,13 @@ def _audit_log_by_operation(db: Database) -> None:
     db.execute("CREATE INDEX audit_log_op_seq ON audit_log(operation_id, seq)")
 
 
+@migrations(name="drop_audit_log_op_index")
+def _drop_audit_log_op_index(db: Database) -> None:
+    """Batch records name no call, so ``(operation_id, call_id, seq)`` orders nothing that
+    ``audit_log_op_seq`` does not: one index write per record for nothing."""
+    db.execute("DROP INDEX IF EXISTS audit_log_op")
+
+
 def apply(db: Database) -> None:
     """Bring a store up to the current schema (each step in its own transaction)."""
     migrations.apply(db)

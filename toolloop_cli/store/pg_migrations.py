@@ -241,6 +241,8 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE VIEW blob_hashes AS SELECT sha256 FROM blobs;"
         ),
     ),
+    # batch records name no call: audit_log_op_seq serves every read by operation
+    Migration("0004_drop_audit_log_op_index", _statements("DROP INDEX IF EXISTS audit_log_op")),
 )
 
 _LOG = (

@@ -7,7 +7,7 @@ module that the store and the audit checks agree on.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from toolloop_cli.engine.records import (
@@ -49,6 +49,29 @@ def dump(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
+#: id -> (value, its JSON): a JSON column is dumped once per value object. Records are
+#: copied shallowly from write to write (``model_copy``), so a call's arguments and results
+#: and an operation's counters are the same objects in each; nothing changes them in place
+#: (handlers get deep copies, counters are replaced). The value is held while cached, so its
+#: id cannot be reused by another object.
+_DUMPED: dict[int, tuple[object, str]] = {}
+_DUMPED_MAX = 256
+
+
+def dump_once(value: object, make: Callable[[], object] | None = None) -> str | None:
+    """``dump(value)`` (or ``dump(make())``), remembered for this very object."""
+    if value is None:
+        return None
+    hit = _DUMPED.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    text = json.dumps(value if make is None else make(), ensure_ascii=False, sort_keys=True)
+    if len(_DUMPED) >= _DUMPED_MAX:
+        _DUMPED.clear()
+    _DUMPED[id(value)] = (value, text)
+    return text
+
+
 def load(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
@@ -69,27 +92,7 @@ APR_COLUMNS = (
 APR_NAMES = tuple(c.strip() for c in APR_COLUMNS.split(","))
 
 
-#: operation id -> (settings, source, guards, their JSON): the columns fixed at insert are
-#: dumped once per record objects, not on every write (records are copied, these shared)
-_FIXED: dict[str, tuple[object, object, object, tuple[str | None, str | None, str | None]]] = {}
-_FIXED_MAX = 256
-
-
-def _fixed_columns(op: OperationRecord) -> tuple[str | None, str | None, str | None]:
-    """``settings``, ``source`` and ``guards`` as stored; the cached text is reused only for
-    the very objects it was made from (held here, so their identity cannot be reused)."""
-    hit = _FIXED.get(op.operation_id)
-    if hit is not None and hit[0] is op.settings and hit[1] is op.source and hit[2] is op.guards:
-        return hit[3]
-    text = (dump(op.settings), dump(op.source.stored()), dump(op.guards.model_dump()))
-    if len(_FIXED) >= _FIXED_MAX:
-        _FIXED.clear()
-    _FIXED[op.operation_id] = (op.settings, op.source, op.guards, text)
-    return text
-
-
 def op_row(op: OperationRecord) -> tuple[Any, ...]:
-    settings, source, guards = _fixed_columns(op)
     return (
         op.operation_id,
         op.state.value,
@@ -106,10 +109,10 @@ def op_row(op: OperationRecord) -> tuple[Any, ...]:
         op.registry_path,
         op.registry_sha256,
         op.policy_revision,
-        settings,
-        source,
-        guards,
-        dump(op.counters.model_dump()),
+        dump_once(op.settings),
+        dump_once(op.source, op.source.stored),
+        dump_once(op.guards, op.guards.model_dump),
+        dump_once(op.counters, op.counters.model_dump),
         op.current_turn,
         op.final_text,
         op.reason,
@@ -165,15 +168,15 @@ def call_row(c: CallRecord) -> tuple[Any, ...]:
         c.call_id,
         c.name,
         c.raw_arguments,
-        dump(c.arguments),
+        dump_once(c.arguments),
         c.argument_error,
         c.state.value,
         c.idempotency_key,
         c.arguments_sha256,
         c.tool_sha256,
         c.approval_id,
-        dump(c.model_result),
-        dump(c.protected_audit),
+        dump_once(c.model_result),
+        dump_once(c.protected_audit),
         c.started_at,
         c.finished_at,
         c.result_sha256,

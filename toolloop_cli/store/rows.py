@@ -45,8 +45,13 @@ TRANSITION_NAMES = (
 )
 
 
+def _json(value: Any) -> str:
+    """A JSON column as stored."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
 def dump(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return None if value is None else _json(value)
 
 
 #: id -> (value, its JSON): a JSON column is dumped once per value object. Records are
@@ -65,7 +70,7 @@ def dump_once(value: object, make: Callable[[], object] | None = None) -> str | 
     hit = _DUMPED.get(id(value))
     if hit is not None and hit[0] is value:
         return hit[1]
-    text = json.dumps(value if make is None else make(), ensure_ascii=False, sort_keys=True)
+    text = _json(value if make is None else make())
     if len(_DUMPED) >= _DUMPED_MAX:
         _DUMPED.clear()
     _DUMPED[id(value)] = (value, text)

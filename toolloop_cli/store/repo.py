@@ -9,22 +9,12 @@ operation keeps an append-only list of item hashes, so no turn copies the histor
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex
-from toolloop_cli.engine.records import (
-    ApprovalRecord,
-    CallRecord,
-    OperationRecord,
-    TurnRecord,
-)
-from toolloop_cli.engine.states import ApprovalStatus, CallState, OpState
+from toolloop_cli.engine.records import CallRecord, OperationRecord, TurnRecord
+from toolloop_cli.engine.states import CallState, OpState
 from toolloop_cli.engine.types import (
     MAX_BODY_BYTES,
     ApiError,
@@ -33,25 +23,16 @@ from toolloop_cli.engine.types import (
     TurnOutcome,
     Usage,
 )
-from toolloop_cli.errors import (
-    AlreadyDecided,
-    OperationBusy,
-    OperationNotFound,
-    StoreError,
-    TamperedStore,
-)
+from toolloop_cli.errors import OperationNotFound, StoreError
 
-from .audit_writer import AuditWriter, bindings_in
-from .connection import Connection
-from .durability import Durability
-from .held import ALL, CALLS, OPERATIONS, TRANSITIONS, HeldWrites
+from .approvals import ApprovalStore
+from .audit_writer import bindings_in
+from .held import CALLS, OPERATIONS, TRANSITIONS
 from .rows import (
-    APR_COLUMNS,
     CALL_COLUMNS,
     CALL_NAMES,
     OP_COLUMNS,
     OP_NAMES,
-    apr_from_row,
     call_from_row,
     call_row,
     dump,
@@ -63,276 +44,10 @@ from .rows import (
 _CALLS, _OPS, _TRANSITIONS = (frozenset((t,)) for t in (CALLS, OPERATIONS, TRANSITIONS))
 
 
-class Store:
-    """The operations store. Not thread-safe: one Store per thread or process.
-
-    The same class runs on both backends (``store.db.open_store`` picks one): a SQLite file
-    (``path`` set) or a PostgreSQL database (``postgres``); ``location`` names it in messages.
-    """
-
-    def __init__(
-        self,
-        conn: Connection,
-        location: str,
-        durability: Durability = Durability.BARRIERS,
-        *,
-        path: Path | None = None,
-        data_dir: Path | None = None,
-        reconnect: Callable[[], Connection] | None = None,
-    ) -> None:
-        self.conn = conn
-        #: opens another connection to the same database (a lease's keeper renews over it)
-        self.reconnect = reconnect
-        #: (operation id, lease token): commit nothing unless that lease is still held
-        self._fence: tuple[str, str] | None = None
-        self.location = location
-        #: the SQLite file; None for a PostgreSQL store
-        self.path = path
-        self.postgres = path is None
-        self._data_dir = data_dir
-        self.durability = durability
-        #: called after each barrier commit is on disk (a power-loss test snapshots the files)
-        self.on_barrier: Callable[[], None] | None = None
-        self._barrier = False  # the open transaction is a barrier
-        self._hold = False  # inside holding(): commits wait for the next wait or barrier
-        self._held = False  # a transaction's commit is held open, to be joined
-        #: conversation lengths when the open transaction began (restored on a rollback)
-        self._cached: dict[str, int] = {}
-        self._after_commit: list[Callable[[], None]] = []
-        self._conversations: dict[str, list[JSONObject]] = {}
-        self._audit = AuditWriter(self.conn, "audit_head" if self.postgres else "audit_log")
-        #: calls, operations and transitions written in the open transaction, not yet put in
-        #: their tables (``held.py``): written at the commit, or before a read of them
-        self._rows = HeldWrites(self.conn, self.postgres)
-        #: where a body's hash is looked up, and how a body is added once: on PostgreSQL
-        #: through the ``blob_hashes`` view, so that under row-level security a tenant's
-        #: item that another tenant stored first is found, not written again
-        self._blob_hashes = "blob_hashes" if self.postgres else "blobs"
-        self._add_blob = _ADD_BLOB_PG if self.postgres else _ADD_BLOB
-        self._tools_cache: tuple[Sequence[ToolSpec], str] | None = None
-
-    @property
-    def data_dir(self) -> Path:
-        """Where handlers keep their own files: the store's folder (a PostgreSQL store's
-        ``TOOLLOOP_DATA_DIR``, else ``.toolloop``)."""
-        if self._data_dir is not None:
-            return self._data_dir
-        return self.path.parent if self.path is not None else Path(".toolloop")
-
-    def close(self) -> None:
-        self.conn.close()
-
-    @contextmanager
-    def transaction(self, *, before_wait: bool = False) -> Iterator[None]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT``: all of a state change, or none of it.
-
-        Inside ``holding()`` the commit is held open and the next transaction joins it (one
-        commit for the state changes between two waits), unless ``before_wait`` says that
-        something outside the store (a handler, a model request) follows, or the
-        transaction is a barrier: then it commits now, with everything it joined.
-        """
-        if not self._held:
-            if self.conn.in_transaction:
-                raise StoreError("nested store transaction")
-            self._begin_immediate()
-            self._barrier = False
-            self._cached = {k: len(v) for k, v in self._conversations.items()}
-        self._held = False
-        try:
-            yield
-        except BaseException as exc:
-            self._roll_back(exc)
-            raise
-        if self._hold and not before_wait and not self._barrier:
-            self._held = True
-            return
-        self._commit()
-
-    @contextmanager
-    def holding(self) -> Iterator[None]:
-        """Hold commits open across transactions until a wait, a barrier or the end.
-
-        Only under barriers durability (``full`` commits every transaction on its own, as
-        asked). A crash loses at most the held state changes: none of them had an effect
-        outside the store, so they are made again from the last commit.
-        """
-        if self.durability is Durability.FULL or self._hold:
-            yield
-            return
-        self._hold = True
-        try:
-            yield
-        finally:
-            self._hold = False
-            self.release()
-
-    def release(self) -> None:
-        """Commit the held state changes now (nothing when none are held)."""
-        if self._held:
-            self._held = False
-            self._commit()
-
-    def _commit(self) -> None:
-        """Seal the audit batch and commit the open transaction; then fsync a barrier and
-        tell what was stored."""
-        self._write_held()
-        try:
-            if self._fence is not None:
-                self._check_fence(*self._fence)
-            self._audit.seal(None)
-            if self._barrier and self.postgres and self.durability is not Durability.FULL:
-                # this one commit waits for its WAL flush (the session's others do not)
-                self.conn.execute("SET LOCAL synchronous_commit TO on")
-            self.conn.execute("COMMIT")
-        except BaseException as exc:
-            self._roll_back(exc)
-            raise
-        self._rows.clear()
-        self._audit.committed()
-        if self._barrier:
-            self._barrier = False
-            self._sync()
-        pending, self._after_commit = self._after_commit, []
-        for announce in pending:
-            announce()
-
-    def _write_held(self, tables: frozenset[str] = ALL) -> None:
-        """Put the held row writes of ``tables`` in them (all before a commit, the one a read
-        reads before it). A failure rolls the whole transaction back: none of its state
-        changes happened."""
-        if self._rows.holds(tables):
-            try:
-                self._rows.flush(self.audit, tables)
-            except BaseException as exc:
-                self._roll_back(exc)
-                raise
-
-    def fence(self, operation_id: str, token: str | None) -> None:
-        """Commit nothing from now on unless the lease ``token`` still holds the operation
-        (None: lift the fence). A runner whose lease was taken over makes no state change,
-        so it starts no side effect after its takeover: the intent is one of the state
-        changes."""
-        self._fence = None if token is None else (operation_id, token)
-
-    def _check_fence(self, operation_id: str, token: str) -> None:
-        """Inside the transaction, just before its commit. On PostgreSQL the lease row is
-        read ``FOR SHARE``: a takeover waits for this commit, and so finds what it wrote."""
-        lock = " FOR SHARE" if self.postgres else ""
-        held = self.conn.execute(
-            f"SELECT 1 FROM leases WHERE operation_id = ? AND token = ?{lock}",
-            (operation_id, token),
-        ).fetchone()
-        if held is None:
-            raise OperationBusy(
-                f"operation {operation_id}: this process lost its lease to another process "
-                "(it ran past the lease's expiry); nothing more was stored or run here"
-            )
-
-    def _roll_back(self, exc: BaseException) -> None:
-        """Undo the open transaction (and everything it joined); a database error becomes a
-        ``StoreError`` raised from ``exc``."""
-        self._held = False
-        self._rows.clear()
-        self._audit.rolled_back()
-        self._barrier = False
-        self._after_commit.clear()
-        if self.conn.in_transaction:
-            self.conn.execute("ROLLBACK")
-        for op_id, length in self._cached.items():
-            del self._conversations[op_id][length:]
-        self._cached = {}
-        if isinstance(exc, sqlite3.Error | OverflowError):  # OverflowError: a value too big
-            raise StoreError(f"store write failed ({self.location}): {exc}") from exc
-
-    @contextmanager
-    def lease_transaction(self) -> Iterator[None]:
-        """A transaction that writes leases only (never audited): on PostgreSQL a plain
-        ``BEGIN``, ordered by row locks instead of the store's write lock, so taking a lease
-        never waits for another operation's step; on SQLite a write like any other.
-        Held state changes are committed first."""
-        self.release()
-        if self.conn.in_transaction:
-            raise StoreError("nested store transaction")
-        try:
-            if self.postgres:
-                self.conn.execute("BEGIN")
-            else:
-                self._begin_immediate()
-            yield
-            self.conn.execute("COMMIT")
-        except BaseException as exc:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"store write failed ({self.location}): {exc}") from exc
-            raise
-
-    def after_commit(self, announce: Callable[[], None]) -> None:
-        """Call ``announce`` once the open transaction has committed (never if it rolls back);
-        at once outside a transaction. Progress reports say what is stored, nothing else."""
-        if self.conn.in_transaction:
-            self._after_commit.append(announce)
-        else:
-            announce()
-
-    def announce_runnable(self, operation_id: str) -> None:
-        """Tell waiting workers (PostgreSQL ``NOTIFY``, delivered at commit) that the operation
-        may be stepped again: submitted, or an approval of it decided. Nothing on SQLite,
-        whose workers look again on a timer."""
-        if self.postgres:
-            from .postgres import RUNNABLE_CHANNEL
-
-            self.conn.execute("SELECT pg_notify(?, ?)", (RUNNABLE_CHANNEL, operation_id))
-
-    def barrier(self) -> None:
-        """Make the open transaction a barrier: on disk (fsynced) once it has committed.
-
-        Under ``Durability.FULL`` every commit already is; under barriers the WAL is fsynced
-        right after this transaction's commit, which also makes every earlier commit durable.
-        """
-        if not self.conn.in_transaction:
-            raise StoreError("a barrier is a property of a transaction: none is open")
-        self._barrier = True
-
-    def _sync(self) -> None:
-        """fsync the WAL (and so every commit in it) after a barrier transaction committed.
-
-        PostgreSQL flushed its WAL in the commit itself (``synchronous_commit`` on for it).
-        """
-        if self.path is not None and self.durability is not Durability.FULL:
-            wal = self.path.with_name(self.path.name + "-wal")
-            target = wal if wal.exists() else self.path  # no WAL left: checkpointed into the db
-            try:
-                fd = os.open(target, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            except OSError as exc:
-                raise StoreError(f"cannot sync store {self.location}: {exc}") from exc
-        if self.on_barrier is not None:
-            self.on_barrier()
-
-    #: how long a writer keeps asking for the write lock before giving up (seconds)
-    LOCK_WAIT_S = 60.0
-
-    def _begin_immediate(self) -> None:
-        """``BEGIN IMMEDIATE``, asked again while another writer holds the lock.
-
-        SQLite's busy handler polls ever more slowly (up to every 100 ms), so among many
-        writers one can lose every race for longer than ``busy_timeout``; one such wait is
-        not a failure, so the request is repeated until ``LOCK_WAIT_S`` have passed.
-        """
-        deadline = time.monotonic() + self.LOCK_WAIT_S
-        while True:
-            try:
-                self.conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() >= deadline:
-                    raise StoreError(f"cannot write to store {self.location}: {exc}") from exc
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot write to store {self.location}: {exc}") from exc
+class Store(ApprovalStore):
+    """The operations store: operations, their transitions, conversations, turns, calls
+    and approvals over one connection (``transactions.py``). Not thread-safe: one Store per
+    thread or process."""
 
     # -- operations -------------------------------------------------------------------------
 
@@ -404,11 +119,6 @@ class Store:
             (operation_id, kind, call_id, source, target, reason, at, response_id)
         )
         self._unless_held()
-
-    def _unless_held(self) -> None:
-        """A write made outside a transaction (none of the engine's) is written at once."""
-        if not self.conn.in_transaction:
-            self._write_held()
 
     def transitions(self, operation_id: str) -> list[dict[str, Any]]:
         """The state log in order; ``response_id`` is None in rows from before it was kept."""
@@ -619,105 +329,7 @@ class Store:
         sql, args = earlier_calls_query(operation_id, before_turn, intents, keys)
         return [call_from_row(r) for r in self.conn.execute(sql, args)]
 
-    def insert_approval(self, apr: ApprovalRecord, policy: JSONObject | None = None) -> None:
-        """Record an approval request; ``policy`` is the block its ``policy_sha256`` pins."""
-        if apr.policy_sha256 is not None:
-            self._pin_policy(apr.policy_sha256, policy)
-        values = [getattr(apr, c.strip()) for c in APR_COLUMNS.split(",")]
-        marks = ", ".join("?" for _ in values)
-        self.conn.execute(f"INSERT INTO approvals ({APR_COLUMNS}) VALUES ({marks})", values)
-        self.audit("approval", apr.model_dump())
-
-    def _pin_policy(self, digest: str, policy: JSONObject | None) -> None:
-        body = None if policy is None else canonical_text(policy)
-        if body is None or sha256_hex(body.encode("utf-8")) != digest:
-            raise StoreError(f"the policy given for pin {digest} does not hash to it")
-        self.conn.execute(self._add_blob, (digest, body))
-
-    def pinned_policy(self, digest: str) -> JSONObject:
-        """The policy block an approval pinned, checked against its hash."""
-        row = self.conn.execute("SELECT body FROM blobs WHERE sha256 = ?", (digest,)).fetchone()
-        body = None if row is None else row[0]
-        data = body.encode("utf-8") if isinstance(body, str) else None
-        if data is None or sha256_hex(data) != digest:
-            raise TamperedStore(f"the policy pinned as {digest} is missing or altered in the store")
-        document: JSONObject = json.loads(data)
-        return document
-
-    def get_approval(self, approval_id: str, tenant: str | None = None) -> ApprovalRecord:
-        row = self._approval_row(approval_id)
-        if row is None or (tenant is not None and row[5] != tenant):
-            raise OperationNotFound(f"no approval {approval_id} in store {self.location}")
-        apr = apr_from_row(row)
-        self._audit.read("approval", apr.model_dump())
-        return apr
-
-    def _approval_row(self, approval_id: str) -> tuple[Any, ...] | None:
-        cur = self.conn.execute(
-            f"SELECT {APR_COLUMNS} FROM approvals WHERE approval_id = ?", (approval_id,)
-        )
-        row: tuple[Any, ...] | None = cur.fetchone()
-        return row
-
-    def approvals(self, operation_id: str) -> list[ApprovalRecord]:
-        cur = self.conn.execute(
-            f"SELECT {APR_COLUMNS} FROM approvals WHERE operation_id = ?"
-            " ORDER BY requested_at, rowid",
-            (operation_id,),
-        )
-        return [apr_from_row(r) for r in cur]
-
-    def pending_approvals(self, tenant: str | None = None) -> list[ApprovalRecord]:
-        sql = f"SELECT {APR_COLUMNS} FROM approvals WHERE status = 'PENDING'"
-        args: list[Any] = []
-        if tenant is not None:
-            sql += " AND tenant = ?"
-            args.append(tenant)
-        sql += " ORDER BY requested_at, rowid"
-        return [apr_from_row(r) for r in self.conn.execute(sql, args)]
-
-    def decide_approval(
-        self,
-        approval_id: str,
-        status: ApprovalStatus,
-        by: str | None,
-        at: str,
-        reason: str | None,
-    ) -> None:
-        """Record a decision (a barrier); only the first decision on a PENDING one is written."""
-        self.barrier()
-        cur = self.conn.execute(
-            "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, reason = ?"
-            " WHERE approval_id = ? AND status = 'PENDING'",
-            (status.value, by, at, reason, approval_id),
-        )
-        if cur.rowcount != 1:
-            current = self.get_approval(approval_id)
-            raise AlreadyDecided(
-                f"approval {approval_id} is already {current.status}"
-                + (f" by {current.decided_by}" if current.decided_by else "")
-            )
-        decided = self._approval_row(approval_id)
-        assert decided is not None  # updated just now, in this transaction
-        record = apr_from_row(decided)
-        self.audit("approval", record.model_dump())
-        self.announce_runnable(record.operation_id)  # a worker may go on with it
-
     # -- audit ------------------------------------------------------------------------------------
-
-    def audit(self, kind: str, row: dict[str, Any]) -> None:
-        """Record one row write for the audit log (sealed with its transaction's batch).
-
-        A write outside a transaction (none of the engine's) is sealed at once.
-        """
-        self._audit.write(kind, row)
-        if not self.conn.in_transaction:
-            self._audit.seal(None)
-            self._audit.committed()
-
-    def audit_head(self) -> tuple[int, str]:
-        """``(seq, chain_sha256)`` of the last audit record; ``(0, GENESIS)`` when empty."""
-        return self._audit.head()
 
     def audited_binding(self, operation_id: str, response_id: str, call_id: str) -> str | None:
         """The ``call_binding_sha256`` the audit log last recorded for a call (or None)."""
@@ -743,14 +355,6 @@ class Store:
             (operation_id,),
         )
         return {**found, **bindings_in((text for (text,) in cur), rest)}
-
-
-_ADD_BLOB = "INSERT INTO blobs (sha256, body) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING"
-_ADD_BLOB_PG = (
-    "INSERT INTO blobs (sha256, body) SELECT v.h, v.b"
-    " FROM (VALUES (CAST(? AS TEXT), CAST(? AS TEXT))) AS v (h, b)"
-    " WHERE NOT EXISTS (SELECT FROM blob_hashes x WHERE x.sha256 = v.h)"
-)
 
 
 def earlier_calls_query(

@@ -7,7 +7,7 @@ The walk never raises on tampered input: each broken link, hash or field becomes
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +15,7 @@ from .canonical import sha256_hex
 from .hashing import BATCH, BATCH_VERSIONS, GENESIS, KINDS, RECORD_VERSION, chain_link
 from .mismatch import Mismatch
 
-__all__ = ["Head", "Walk", "walk"]
+__all__ = ["ChainWalk", "Head", "Walk", "walk"]
 
 _TABLE = "audit_log"
 
@@ -42,48 +42,63 @@ class Walk:
     links: dict[str, int]  # every stored chain_sha256 -> its seq (to find an older head)
 
 
-def walk(log: Sequence[Mapping[str, Any]]) -> Walk:
+def walk(log: Iterable[Mapping[str, Any]]) -> Walk:
     """Recompute every record hash and chain link of ``log`` (rows ordered by ``seq``)."""
-    found: list[Mismatch] = []
-    records: list[dict[str, Any]] = []
-    links: dict[str, int] = {}
-    prev_chain = GENESIS
-    expected_seq = 1
-    for row in log:
-        record = _parse(row.get("record"))
-        op, call = _names(row, record)
-        seq = row.get("seq")
-        bad = _Reporter(found, op, call, f"seq {seq}")
-        if seq != expected_seq:
-            bad("seq", expected_seq, seq)
-        text = row.get("record")
-        stored_rec, stored_prev, stored_chain = (
-            row.get("record_sha256"),
-            row.get("prev_sha256"),
-            row.get("chain_sha256"),
-        )
-        actual = sha256_hex(text.encode("utf-8")) if isinstance(text, str) else None
-        if stored_prev != prev_chain:
-            bad("prev_sha256", prev_chain, stored_prev)
-        links_ok = stored_chain == chain_link(_int(seq), str(stored_prev), str(stored_rec)) or (
-            stored_prev != prev_chain
-            and stored_chain == chain_link(_int(seq), prev_chain, str(stored_rec))
-        )
-        if actual != stored_rec:  # the record text, or its hash column, was changed
-            bad("record" if links_ok else "record_sha256", stored_rec, actual)
-        elif not links_ok:  # record and its hash agree, but not with the chain
-            bad("chain_sha256", chain_link(_int(seq), prev_chain, str(actual)), stored_chain)
-        if record is None:
-            bad("record", "a JSON object", _short(text))
-        else:
-            _check_fields(row, record, bad)
-            records.append(record)
-        prev_chain = str(row.get("chain_sha256"))
-        links[prev_chain] = _int(seq)
-        expected_seq = _int(seq) + 1 if isinstance(seq, int) else expected_seq + 1
-    last = log[-1] if log else None
-    head = Head(_int(last.get("seq")), str(last.get("chain_sha256"))) if last else Head(0, GENESIS)
-    return Walk(found, records, head, links)
+    walker = ChainWalk()
+    records = list(walker.each(log))
+    return Walk(walker.mismatches, records, walker.head, walker.links)
+
+
+class ChainWalk:
+    """The walk one record at a time: ``each`` yields every record that parses as it checks
+    its link, so a caller can use each record and let it go (``verify`` holds none of them);
+    the mismatches, head and links are complete once ``each`` is exhausted."""
+
+    def __init__(self) -> None:
+        self.mismatches: list[Mismatch] = []
+        self.links: dict[str, int] = {}  # every stored chain_sha256 -> its seq
+        self.head = Head(0, GENESIS)
+
+    def each(self, log: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
+        found, links = self.mismatches, self.links
+        prev_chain = GENESIS
+        expected_seq = 1
+        last: Mapping[str, Any] | None = None
+        for row in log:
+            last = row
+            record = _parse(row.get("record"))
+            op, call = _names(row, record)
+            seq = row.get("seq")
+            bad = _Reporter(found, op, call, f"seq {seq}")
+            if seq != expected_seq:
+                bad("seq", expected_seq, seq)
+            text = row.get("record")
+            stored_rec, stored_prev, stored_chain = (
+                row.get("record_sha256"),
+                row.get("prev_sha256"),
+                row.get("chain_sha256"),
+            )
+            actual = sha256_hex(text.encode("utf-8")) if isinstance(text, str) else None
+            if stored_prev != prev_chain:
+                bad("prev_sha256", prev_chain, stored_prev)
+            links_ok = stored_chain == chain_link(_int(seq), str(stored_prev), str(stored_rec)) or (
+                stored_prev != prev_chain
+                and stored_chain == chain_link(_int(seq), prev_chain, str(stored_rec))
+            )
+            if actual != stored_rec:  # the record text, or its hash column, was changed
+                bad("record" if links_ok else "record_sha256", stored_rec, actual)
+            elif not links_ok:  # record and its hash agree, but not with the chain
+                bad("chain_sha256", chain_link(_int(seq), prev_chain, str(actual)), stored_chain)
+            prev_chain = str(row.get("chain_sha256"))
+            links[prev_chain] = _int(seq)
+            expected_seq = _int(seq) + 1 if isinstance(seq, int) else expected_seq + 1
+            if record is None:
+                bad("record", "a JSON object", _short(text))
+            else:
+                _check_fields(row, record, bad)
+                yield record
+        if last is not None:
+            self.head = Head(_int(last.get("seq")), str(last.get("chain_sha256")))
 
 
 class _Reporter:

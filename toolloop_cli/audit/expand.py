@@ -15,7 +15,7 @@ checks read both layouts the same way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,28 +23,33 @@ from .canonical import CanonicalJSONError
 from .hashing import BATCH, BATCH_VERSION, BATCH_VERSIONS, KINDS, Kind, hashable_key, row_sha256
 from .mismatch import Mismatch
 
-__all__ = ["RowWrite", "expand", "read_write"]
+__all__ = ["RowWrite", "expand", "expand_each", "read_write"]
 
 _Key = tuple[str, tuple[Any, ...]]
 
 
-def expand(records: Sequence[dict[str, Any]], found: list[Mismatch]) -> list[dict[str, Any]]:
+def expand(records: Iterable[dict[str, Any]], found: list[Mismatch]) -> list[dict[str, Any]]:
     """Every row write of ``records`` (in ``seq`` order), each with its whole row."""
+    return list(expand_each(records, found))
+
+
+def expand_each(
+    records: Iterable[dict[str, Any]], found: list[Mismatch]
+) -> Iterator[dict[str, Any]]:
+    """``expand``, one row write at a time, as ``records`` come (they may be a stream)."""
     rows: dict[_Key, dict[str, Any]] = {}
-    out: list[dict[str, Any]] = []
     for record in records:
         if record.get("v") not in BATCH_VERSIONS or record.get("kind") != BATCH:
             key, row = record.get("key"), record.get("row")
             if record.get("kind") in KINDS and isinstance(key, list) and isinstance(row, dict):
                 rows[(str(record["kind"]), hashable_key(key))] = row
-            out.append(record)
+            yield record
             continue
         writes = record.get("writes")
         for index, write in enumerate(writes if isinstance(writes, list) else []):
             expanded = _write(record, index, write, rows, found)
             if expanded is not None:
-                out.append(expanded)
-    return out
+                yield expanded
 
 
 @dataclass(frozen=True)

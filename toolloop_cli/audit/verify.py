@@ -17,12 +17,12 @@ naming the operation, call, table, row and field. What it checks (docs/audit.md)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .chain import Head, walk
-from .expand import expand
+from .chain import ChainWalk, Head
+from .expand import expand_each
 from .hashing import KINDS, Kind, key_text
 from .history import History, Rules
 from .mismatch import Mismatch
@@ -66,40 +66,46 @@ def verify(
     only compared with their latest record. ``results`` rebuilds what a turn's results were
     sent as; without it they are not compared with the conversation.
     """
-    chain = walk(rows.audit_log)
-    found = list(chain.mismatches)
+    chain = ChainWalk()
     history = History(rules)
-    for record in expand(chain.records, found):  # in seq order: the last record per key kept
+    expanded: list[Mismatch] = []
+    records = [0]  # how many audit-log rows are about the operation checked (or all)
+    log = _counted(rows.log(), operation_id, records)
+    # one pass, in seq order: each record is checked, expanded and fed to the history, then
+    # let go (only the history's last record per row is kept)
+    for record in expand_each(chain.each(log), expanded):
         history.feed(record)
-    found += history.mismatches
-    latest = history.latest
+    found = [*chain.mismatches, *expanded, *history.mismatches]
+    latest: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {name: {} for name in KINDS}
+    for (name, key), record in history.latest.items():  # by kind, in one pass
+        latest.setdefault(name, {})[key] = record
     for kind in KINDS.values():
         if kind.name == "items":
-            found += _conversation(rows.conversation, latest)
+            found += _conversation(rows.conversation, latest["items"])
         else:
-            found += _snapshots(kind, rows.table(kind.table), latest)
+            found += _snapshots(kind, rows.table(kind.table), latest[kind.name])
     counts: dict[str, int] = {}
     found += recompute(rows, request_sha, counts)
     found += results_sent(rows, history.spans, results, counts)
     found += _head(chain.head, chain.links, expect_head)
     if operation_id is not None:
         found = [m for m in found if m.operation_id == operation_id or m.table == "audit_log"]
-    counts.update(_counts(rows, operation_id))
+    counts.update(_counts(rows, operation_id, records[0]))
     return Report(found, counts, chain.head, expect_head)
 
 
 def _snapshots(
-    kind: Kind, table: list[Row], latest: Mapping[tuple[str, tuple[Any, ...]], dict[str, Any]]
+    kind: Kind, table: list[Row], records: dict[tuple[Any, ...], dict[str, Any]]
 ) -> list[Mismatch]:
     """Each row must equal the ``row`` of the latest record about it, column for column.
 
     Rows are matched to records by key; a key held by several rows goes to the row most like
     its record. Rows and records left over are paired by likeness, so a row whose key column
     was changed is reported under the record's operation, call and that column.
+    ``records`` (the latest record of each row of this kind, by key) is used up.
     """
     found: list[Mismatch] = []
     skip = UNRECORDED.get(kind.table, frozenset())
-    records = {key: rec for (name, key), rec in latest.items() if name == kind.name}
     by_key: dict[tuple[Any, ...], list[Row]] = {}
     for row in table:
         by_key.setdefault(tuple(row.get(c) for c in kind.key), []).append(row)
@@ -168,13 +174,13 @@ _CONVERSATION = Kind("items", "conversation", ("operation_id", "seq"))
 
 
 def _conversation(
-    rows: list[Row], latest: Mapping[tuple[str, tuple[Any, ...]], dict[str, Any]]
+    rows: list[Row], latest: Mapping[tuple[Any, ...], dict[str, Any]]
 ) -> list[Mismatch]:
     """Each conversation row must hold the item hash its ``items`` record appended."""
-    expected: dict[tuple[str, tuple[Any, ...]], dict[str, Any]] = {}
-    for (name, _key), record in latest.items():
+    expected: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for record in latest.values():
         snapshot = record.get("row")
-        if name != "items" or not isinstance(snapshot, dict):
+        if not isinstance(snapshot, dict):
             continue
         op, start, items = (
             snapshot.get("operation_id"),
@@ -184,7 +190,7 @@ def _conversation(
         if isinstance(start, int) and isinstance(items, list):
             for offset, digest in enumerate(items):
                 row = {"operation_id": op, "seq": start + offset, "item_sha256": digest}
-                expected[("items", (op, start + offset))] = {
+                expected[(op, start + offset)] = {
                     "key": [op, start + offset],
                     "row": row,
                 }
@@ -226,7 +232,15 @@ def _conv(row: Mapping[str, Any], column: str, expected: object, found: object) 
     )
 
 
-def _counts(rows: StoreRows, operation_id: str | None) -> dict[str, int]:
+def _counted(log: Iterable[Row], operation_id: str | None, count: list[int]) -> Iterator[Row]:
+    """``log``'s rows, counting in ``count[0]`` those of ``operation_id`` (all without one)."""
+    for row in log:
+        if operation_id is None or row.get("operation_id") == operation_id:
+            count[0] += 1
+        yield row
+
+
+def _counts(rows: StoreRows, operation_id: str | None, records: int) -> dict[str, int]:
     def n(table: list[Row]) -> int:
         return sum(
             1 for r in table if operation_id is None or r.get("operation_id") == operation_id
@@ -239,7 +253,7 @@ def _counts(rows: StoreRows, operation_id: str | None) -> dict[str, int]:
         "approvals": n(rows.approvals),
         "transitions": n(rows.transitions),
         "items": n(rows.conversation),
-        "records": n(rows.audit_log),
+        "records": records,
         "blobs": len(rows.blobs),
     }
 

@@ -12,9 +12,11 @@ opens the store read-only (``open_store(..., read_only=True)``).
 
 from __future__ import annotations
 
+import gc
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from toolloop_cli.audit.mismatch import Mismatch
@@ -50,16 +52,17 @@ def verify_store(
     """Verify the whole store (or one operation, with the whole chain); never repairs."""
     if operation_id is not None and not _exists(store, operation_id):
         raise OperationNotFound(f"no operation {operation_id} in store {store.location}")
-    rows = read_rows(store)
-    requests = _Requests(rows)
-    report = verify(
-        rows,
-        operation_id=operation_id,
-        expect_head=expect_head,
-        request_sha=requests,
-        rules=HISTORY_RULES,
-        results=_Results(requests),
-    )
+    with _collector_paused():
+        rows = read_rows(store, stream_log=True)
+        requests = _Requests(rows)
+        report = verify(
+            rows,
+            operation_id=operation_id,
+            expect_head=expect_head,
+            request_sha=requests,
+            rules=HISTORY_RULES,
+            results=_Results(requests),
+        )
     drift = registry_drift(rows, operation_id)
     report.mismatches.extend(drift)
     report.counts["pending_checked"] = sum(
@@ -68,17 +71,57 @@ def verify_store(
     return report
 
 
-def read_rows(store: Store) -> StoreRows:
-    """Every row of the audited tables, as plain dicts."""
+def read_rows(store: Store, *, stream_log: bool = False) -> StoreRows:
+    """Every row of the audited tables, as plain dicts.
+
+    ``stream_log``: the audit log is not held but read as it is walked (``StoreRows.log``),
+    one row at a time from one query, so a check holds no record it is done with.
+    """
     try:
         rows = StoreRows()
         for table in _TABLES:
             setattr(rows, table, _select(store.conn, f"SELECT * FROM {table}"))
         rows.blobs = dict(store.conn.execute("SELECT sha256, body FROM blobs").fetchall())
-        rows.audit_log = _select(store.conn, "SELECT * FROM audit_log ORDER BY seq")
+        if stream_log:
+            rows.read_log = lambda: _log_rows(store)
+        else:
+            rows.audit_log = _select(store.conn, _LOG)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read store {store.location}: {exc}") from exc
     return rows
+
+
+_LOG = "SELECT * FROM audit_log ORDER BY seq"
+
+
+def _log_rows(store: Store) -> Iterator[Row]:
+    """The audit log's rows in ``seq`` order, as the query steps through them."""
+    try:
+        cur = store.conn.execute(_LOG)
+        names = [d[0] for d in cur.description]
+        for values in cur:
+            row = dict(zip(names, values, strict=True))
+            row.pop("rowid", None)  # see _select
+            yield row
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read store {store.location}: {exc}") from exc
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a store is checked.
+
+    Verification builds many long-lived objects (every row, and each row's last record) and
+    no cycles; each full collection walks all of them again, about a quarter of the check's
+    time. Reference counting still frees everything; the collector's state is restored after.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _exists(store: Store, operation_id: str) -> bool:
@@ -109,6 +152,10 @@ class _Requests:
         # operation's last one (byte for byte sha256_of(body); it falls back to that itself)
         self._hasher = RequestHasher()
         self._sent: dict[str, list[Any]] = {}
+        #: read once: declared tools by their hash, settings and base URLs by their text
+        self._tools: dict[str, list[ToolSpec]] = {}
+        self._settings: dict[str, ModelSettings] = {}
+        self._base_urls: dict[object, str | None] = {}
 
     def __call__(self, op: Mapping[str, Any], turn: Mapping[str, Any]) -> str | None:
         tools_sha = turn.get("tools_sha256")
@@ -117,9 +164,20 @@ class _Requests:
             return None  # not rebuildable here: counted as unchecked, not as a mismatch
         op_id = str(op["operation_id"])
         items = self._items_until(op_id, int(turn["request_items"]))
-        tools = [ToolSpec(**t) for t in json.loads(self.rows.blobs[tools_sha])]
-        settings = ModelSettings(**json.loads(op["settings_json"]))
+        tools = self.tools(tools_sha, self.rows.blobs[tools_sha])
+        text = op["settings_json"]
+        settings = self._settings.get(text)
+        if settings is None:
+            settings = self._settings[text] = ModelSettings(**json.loads(text))
         return self._hasher.digest(op_id, adapter.build_request(items, tools, settings).body, items)
+
+    def tools(self, digest: str, blob: str) -> list[ToolSpec]:
+        """The tools a request declared, stored as ``blob`` under their content hash
+        ``digest``: each list is read once."""
+        tools = self._tools.get(digest)
+        if tools is None:
+            tools = self._tools[digest] = [ToolSpec(**t) for t in json.loads(blob)]
+        return tools
 
     def _items_until(self, operation_id: str, count: int) -> list[Any]:
         """The operation's first ``count`` items, as one list grown turn by turn (a new one
@@ -131,7 +189,10 @@ class _Requests:
         return sent
 
     def _adapter(self, op: Mapping[str, Any]) -> ModelAdapter | None:
-        key = (str(op["provider"]), str(op["api_family"]), _base_url(op))
+        source = op["source_json"]
+        if source not in self._base_urls:
+            self._base_urls[source] = _base_url(op)
+        key = (str(op["provider"]), str(op["api_family"]), self._base_urls[source])
         if key not in self._adapters:
             from toolloop_cli.wiring import make_adapter
 
@@ -177,10 +238,12 @@ class _Results:
             return {}
         turn = self._turns.get((calls[0].get("operation_id"), calls[0].get("turn_idx")))
         digest = turn.get("tools_sha256") if turn else None
-        blob = self.requests.rows.blobs.get(digest) if isinstance(digest, str) else None
+        if not isinstance(digest, str):
+            return {}
+        blob = self.requests.rows.blobs.get(digest)
         if blob is None:
             return {}
-        specs = [ToolSpec(**t) for t in json.loads(blob)]
+        specs = self.requests.tools(digest, blob)
         return {s.name: s.provider_type for s in specs if s.provider_type is not None}
 
     def __call__(

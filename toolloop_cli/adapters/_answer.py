@@ -11,12 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from toolloop_cli.engine.types import MAX_BODY_BYTES, HttpResponse, ModelTurn, TurnOutcome, Usage
+from toolloop_cli.errors import MalformedProviderPayload
 
 from ._errors import ErrorTable, classify_http_error, http_detail
 from ._json import load_json_body
 from ._stream import StreamHandler, is_event_stream, read_capped, run_stream
 
-__all__ = ["MAX_BODY_BYTES", "parse_answer", "usage_from"]
+__all__ = ["MAX_BODY_BYTES", "MAX_TOKEN_COUNT", "parse_answer", "usage_from"]
 
 
 def parse_answer(
@@ -45,19 +46,46 @@ def parse_answer(
     return parse(load_json_body(body, provider))
 
 
-def usage_from(raw: Any, input_key: str, output_key: str, total_key: str | None = None) -> Usage:
-    """Token counts under the provider's key names; a missing or non-integer count is 0.
+#: Largest token count accepted: beyond 2**53 - 1 a JSON number has no interoperable integer.
+MAX_TOKEN_COUNT = 2**53 - 1
 
-    Usage never decides an outcome, so a malformed count is not a malformed answer. Without a
-    total key (Anthropic reports none) the total is input + output.
+
+def usage_from(
+    raw: Any, input_key: str, output_key: str, total_key: str | None, provider: str
+) -> Usage:
+    """Token counts under the provider's key names, checked: usage decides BUDGET_EXHAUSTED.
+
+    An absent or null usage object or count is 0 (real answers leave counts out or null). A
+    count that is there but is not a whole number in ``0..MAX_TOKEN_COUNT`` (a negative, a
+    fraction, a bool, a string, a huge value) would let an answer shrink or blow up the token
+    budget, so the answer is malformed. Without a total key (Anthropic reports none) the total
+    is input + output.
     """
-    if not isinstance(raw, dict):
+    if raw is None:
         return Usage()
-
-    def count(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-    tokens_in, tokens_out = count(input_key), count(output_key)
-    total = count(total_key) if total_key else tokens_in + tokens_out
+    if not isinstance(raw, dict):
+        raise MalformedProviderPayload(f"{provider}: usage is not an object", provider=provider)
+    tokens_in = _token_count(raw, input_key, provider)
+    tokens_out = _token_count(raw, output_key, provider)
+    total = _token_count(raw, total_key, provider) if total_key else tokens_in + tokens_out
     return Usage(input_tokens=tokens_in, output_tokens=tokens_out, total_tokens=total)
+
+
+def _token_count(raw: dict[str, Any], key: str, provider: str) -> int:
+    """One count: absent or null is 0; anything but a whole number in range is malformed."""
+    value = raw.get(key)
+    if value is None:
+        return 0
+    if type(value) is not int or not 0 <= value <= MAX_TOKEN_COUNT:
+        raise MalformedProviderPayload(
+            f"{provider}: usage {key} is {_shown(value)}, not a token count in "
+            f"0..{MAX_TOKEN_COUNT}",
+            provider=provider,
+        )
+    return value
+
+
+def _shown(value: Any) -> str:
+    """A short rendering of a bad count for the error (it may be a huge string)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."

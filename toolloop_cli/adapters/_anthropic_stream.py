@@ -51,6 +51,19 @@ def _index(data: JSONObject) -> int:
     return index
 
 
+def _merge_usage(message: JSONObject, usage: Any) -> None:
+    """Add ``message_delta`` counts to the ``message_start`` ones. A null count says nothing,
+    so it never erases a reported one; the counts themselves are checked when parsed."""
+    if usage is None:
+        return
+    given = message.get("usage")
+    if not isinstance(usage, dict) or not isinstance(given, dict | None):
+        raise _malformed("usage is not an object")
+    merged = dict(given or {})
+    merged.update((key, value) for key, value in usage.items() if value is not None)
+    message["usage"] = merged
+
+
 class AnthropicStream:
     """A ``StreamHandler`` for one Messages stream."""
 
@@ -152,10 +165,7 @@ class AnthropicStream:
             for key in ("stop_reason", "stop_sequence", "stop_details"):
                 if key in delta:
                     self.message[key] = delta[key]
-        usage = data.get("usage")
-        if isinstance(usage, dict):
-            merged = self.message.get("usage")
-            self.message["usage"] = {**(merged if isinstance(merged, dict) else {}), **usage}
+        _merge_usage(self.message, data.get("usage"))
 
     def _finish(self) -> ModelTurn:
         if self.message is None:
@@ -168,6 +178,9 @@ class AnthropicStream:
             return self.cut("stream_incomplete", "a tool_use block was never closed")
         message = {**self.message, "content": [self.blocks[i] for i in sorted(self.blocks)]}
         return self.parse_message(message, self.raw_inputs)
+
+    def after_end(self, name: str | None, data: JSONObject) -> None:
+        """Events after the end change nothing: the turn was assembled from the pieces."""
 
     def cut(self, finish_reason: str, detail: str) -> ModelTurn:
         calls = [

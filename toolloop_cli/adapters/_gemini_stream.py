@@ -162,6 +162,9 @@ class InteractionsStream:
         answer = {**self.shell, **done, "steps": [self.steps[i] for i in sorted(self.steps)]}
         return self.parse(answer, self.raw_arguments)
 
+    def after_end(self, name: str | None, data: JSONObject) -> None:
+        """Events after the end change nothing: the turn was assembled from the pieces."""
+
     def cut(self, finish_reason: str, detail: str) -> ModelTurn:
         calls = [
             f"{s.get('id')} ({s.get('name')})"
@@ -254,6 +257,9 @@ class GenerateStream:
                     last["thoughtSignature"] = part["thoughtSignature"]
                 return
         self.parts.append(dict(part))
+
+    def after_end(self, name: str | None, data: JSONObject) -> None:
+        """Events after the end change nothing: the turn was assembled from the pieces."""
 
     def cut(self, finish_reason: str, detail: str) -> ModelTurn:
         if self.calls:

@@ -11,7 +11,9 @@ Three layers, each small enough to test on its own:
   it, so arguments are parsed once, whole. Going over the cap raises ``FragmentCapExceeded``
   at once: the rest of the stream is never read, let alone buffered.
 - ``run_stream`` drives one provider ``StreamHandler`` over an answer: each JSON event goes to
-  ``handle`` until one returns the turn (a terminal or error event); a stream that ends first,
+  ``handle`` until one returns the turn (a terminal or error event); whatever follows is read
+  within the cap and its events go to ``after_end``, so a handler can refuse a stream that
+  goes on after saying it ended (events out of order); a stream that ends first,
   or whose connection drops, is ``handler.cut(...)`` (a TRUNCATED turn: nothing runs). The raw
   bytes it consumed are left in ``response.body`` so the store keeps exactly what arrived (over
   the byte cap, only the first ``max_bytes``). A ``DeadlineExceeded`` from the transport is not
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -228,6 +231,10 @@ class StreamHandler(Protocol):
         """Take one event; return the turn when this event ends the answer."""
         ...
 
+    def after_end(self, name: str | None, data: JSONObject) -> None:
+        """See one event that followed the terminal one; raise if it contradicts the end."""
+        ...
+
     def cut(self, finish_reason: str, detail: str) -> ModelTurn:
         """The TRUNCATED turn for a stream that stopped early, naming unfinished calls."""
         ...
@@ -305,6 +312,7 @@ class _Reader:
         self.size = 0
         self.dropped: str | None = None  # the transport error that ended the stream, if any
         self.parser = SSEParser(provider)
+        self.queued: deque[SSEEvent] = deque()  # framed, not yet handed out
         if response.chunks is None:
             self._chunks: Iterator[bytes] = iter([response.body])
         else:
@@ -328,7 +336,9 @@ class _Reader:
 
     def events(self) -> Iterator[tuple[str | None, JSONObject]]:
         for chunk in self._take():
-            for event in self.parser.feed(chunk):
+            self.queued.extend(self.parser.feed(chunk))
+            while self.queued:
+                event = self.queued.popleft()
                 parsed = self._json(event, last=False)
                 if parsed is not None:
                     yield event.event, parsed
@@ -354,16 +364,32 @@ class _Reader:
             )
         return value
 
-    def drain(self) -> None:
-        """Read what follows the terminal event (a ``[DONE]``, a blank line) within the cap."""
+    def drain(self) -> Iterator[tuple[str | None, JSONObject]]:
+        """Read what follows the terminal event (a ``[DONE]``, a blank line) within the cap,
+        then hand out its whole JSON events. Read leniently: past the end, a dropped
+        connection, bytes over the cap or text that is not an event are no answer's business."""
         try:
             for chunk in self._chunks:
                 if self.size + len(chunk) > self.max_bytes:
                     break
                 self.size += len(chunk)
                 self.consumed.append(chunk)
-        except AdapterError:
+                self.queued.extend(self.parser.feed(chunk))
+            tail = self.parser.finish()
+            if tail is not None:
+                self.queued.append(tail)
+        except AdapterError:  # a dropped connection, or a line that is not UTF-8
             pass
+        for event in self.queued:
+            parsed = self._loose_json(event)
+            if parsed is not None:
+                yield event.event, parsed
+
+    def _loose_json(self, event: SSEEvent) -> JSONObject | None:
+        try:
+            return self._json(event, last=False)
+        except MalformedProviderPayload:
+            return None
 
     def close(self) -> None:
         self.response.body = b"".join(self.consumed)
@@ -380,7 +406,8 @@ def run_stream(
             for name, data in reader.events():
                 turn = handler.handle(name, data)
                 if turn is not None:
-                    reader.drain()
+                    for after in reader.drain():
+                        handler.after_end(*after)
                     return turn
         except FragmentCapExceeded as exc:
             return handler.cut(

@@ -188,7 +188,7 @@ def parse_message(data: Any, raw_inputs: Mapping[int, str] | None = None) -> Mod
     common: dict[str, Any] = {
         "response_id": message_id,
         "model": model if isinstance(model, str) else None,
-        "usage": usage_from(data.get("usage"), "input_tokens", "output_tokens"),
+        "usage": usage_from(data.get("usage"), "input_tokens", "output_tokens", None, _PROVIDER),
         "output_items": ({"role": "assistant", "content": content},),
         "finish_reason": stop,
     }

@@ -184,7 +184,11 @@ def parse_generate(data: Any) -> ModelTurn:
         "response_id": response_id,
         "model": model if isinstance(model, str) else None,
         "usage": usage_from(
-            data.get("usageMetadata"), "promptTokenCount", "candidatesTokenCount", "totalTokenCount"
+            data.get("usageMetadata"),
+            "promptTokenCount",
+            "candidatesTokenCount",
+            "totalTokenCount",
+            _PROVIDER,
         ),
     }
     candidates = data.get("candidates")

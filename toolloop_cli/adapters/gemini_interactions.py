@@ -169,7 +169,11 @@ def parse_interaction(data: Any, raw_arguments: Mapping[str, str] | None = None)
         "response_id": interaction_id,
         "model": model if isinstance(model, str) else None,
         "usage": usage_from(
-            data.get("usage"), "total_input_tokens", "total_output_tokens", "total_tokens"
+            data.get("usage"),
+            "total_input_tokens",
+            "total_output_tokens",
+            "total_tokens",
+            _PROVIDER,
         ),
         "finish_reason": status,
     }

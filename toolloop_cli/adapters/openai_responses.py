@@ -21,9 +21,10 @@ Invariants (see ``engine.ports.ModelAdapter``): ``ProposedCall.call_id`` is the 
 repaired; only a ``completed`` response whose calls are all ``completed`` yields calls; an
 error answer is a turn (``API_FAILURE``), a payload without the documented shape raises
 ``MalformedProviderPayload``. A streamed answer (``text/event-stream``) goes through the shared
-assembler (see ``_openai_stream``): fragments per output index under a byte cap, the turn taken
-from the terminal event (``response.completed|incomplete|failed``); a stream that ends without
-one is ``TRUNCATED`` and runs nothing.
+assembler (see ``_openai_stream``): fragments per output index under a byte cap; a call runs
+with its streamed pieces, and the terminal event's response (``response.completed|incomplete|
+failed``) is parsed once it agrees with them (a stream that contradicts itself is malformed);
+a stream that ends without a terminal event is ``TRUNCATED`` and runs nothing.
 """
 
 from __future__ import annotations
@@ -184,7 +185,9 @@ def _parse_body(data: Any) -> ModelTurn:
     common: dict[str, Any] = {
         "response_id": response_id,
         "model": model if isinstance(model, str) else None,
-        "usage": usage_from(data.get("usage"), "input_tokens", "output_tokens", "total_tokens"),
+        "usage": usage_from(
+            data.get("usage"), "input_tokens", "output_tokens", "total_tokens", _PROVIDER
+        ),
         "output_items": tuple(output),
     }
     match status:

@@ -28,9 +28,10 @@ from toolloop_cli.engine.types import (
     ResultForModel,
     ToolSpec,
     TurnOutcome,
-    Usage,
 )
 from toolloop_cli.errors import MalformedProviderPayload, TranscriptError
+
+from ._answer import usage_from
 
 Answer = JSONObject | Callable[[HttpRequest], JSONObject]
 
@@ -74,7 +75,9 @@ class ScriptedAdapter:
         if not isinstance(answer, dict):
             raise MalformedProviderPayload("scripted answer is not an object", provider="scripted")
         turn_id = str(answer.get("id", "scripted"))
-        usage = Usage(**answer.get("usage", {}))
+        usage = usage_from(
+            answer.get("usage"), "input_tokens", "output_tokens", "total_tokens", "scripted"
+        )
         common: dict[str, Any] = {"response_id": turn_id, "usage": usage, "model": "scripted"}
         if "error" in answer:
             status = int(answer["error"])

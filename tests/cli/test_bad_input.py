@@ -8,6 +8,8 @@ import pytest
 from support.cli import Invoke
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
 
+from toolloop_cli.store import open_store
+
 BROKEN_REGISTRIES = {
     "yaml_syntax": ("registry: x\ntools: [unclosed\n", ""),
     "missing_handler": (
@@ -109,7 +111,8 @@ def test_a_missing_cassette_file_is_exit_2(cli: Invoke, tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
-def test_unknown_operation_is_exit_2(cli: Invoke) -> None:
+def test_unknown_operation_is_exit_2(cli: Invoke, store_path: Path) -> None:
+    open_store(store_path).close()  # an empty store: a missing one is "no store at …"
     result = cli("show", "op_doesnotexist")
     assert result.exit_code == 2
     assert "no operation op_doesnotexist" in result.stderr
@@ -137,9 +140,10 @@ def test_a_live_provider_without_its_key_names_the_variable(cli: Invoke) -> None
     assert "OPENAI_API_KEY" in result.stderr
 
 
-def test_json_errors_are_one_object(cli: Invoke) -> None:
+def test_json_errors_are_one_object(cli: Invoke, store_path: Path) -> None:
     import json
 
+    open_store(store_path).close()
     result = cli("show", "op_nope", "--json")
     assert result.exit_code == 2
     payload = json.loads(result.stdout)

@@ -372,7 +372,8 @@ def test_verify_output_escapes_a_hostile_call_id(
     assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
 
 
-def test_an_error_line_stays_one_visible_line(cli: Invoke) -> None:
+def test_an_error_line_stays_one_visible_line(cli: Invoke, store_path: Path) -> None:
+    open_store(store_path).close()  # an empty store: the error is about the id
     result = cli("show", "op_\x1b]0;t\x07\nforged line")
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1

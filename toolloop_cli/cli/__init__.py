@@ -25,9 +25,11 @@ from . import (
     telemetry,
     worker,
 )
+from .usage import JsonUsageErrors
 
 app = typer.Typer(
     name="toolloop",
+    cls=JsonUsageErrors,
     help="Run LLM tool-calling loops safely: persisted, approvable, verifiable.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

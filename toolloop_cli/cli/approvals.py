@@ -62,7 +62,7 @@ def approve(
 
     def body() -> int:
         traced = otel_cli.live(otel, otel_content)
-        store = stores.open_store(store_path)
+        store = stores.open_store(store_path, must_exist=True)
         shown = _shown(store, approval_id, tenant)
         if shown is not None and not as_json:
             render.block(panels.approval(shown, context=True))
@@ -126,7 +126,7 @@ def pending(
     """List approvals waiting for a decision, each with its full call, and escalated operations."""
 
     def body() -> int:
-        store = stores.open_store(store_path)
+        store = stores.open_store(store_path, must_exist=True)
         rows = store.pending_approvals(tenant)
         shown = [views.approval_view(store, a.approval_id, approval=a) for a in rows]
         escalated = [

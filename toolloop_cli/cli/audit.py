@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -18,6 +19,8 @@ from .render import dim, line, safe
 
 #: Exit code when anything does not recompute (design.md §8).
 MISMATCH = 20
+#: what ``--head`` prints (``SEQ:sha256:<hex>``), or the digest alone
+_HEAD = re.compile(r"(?:[0-9]+:)?sha256:[0-9a-fA-F]{64}")
 
 
 def verify(
@@ -44,6 +47,7 @@ def verify(
         from toolloop_cli.service.verify import verify_store
         from toolloop_cli.store import open_store, store_exists
 
+        _check_head(expect_head)
         if not store_exists(store_path):
             raise UsageError(f"no store at {store_path}")
         store = open_store(store_path, read_only=True)  # verify writes nothing, migrates nothing
@@ -57,6 +61,15 @@ def verify(
         return 0 if report.ok else MISMATCH
 
     run_guarded(as_json, body)
+
+
+def _check_head(expect_head: str | None) -> None:
+    """A head that is not one at all is bad input (exit 2), not a cut or altered chain."""
+    if expect_head is not None and not _HEAD.fullmatch(expect_head):
+        raise UsageError(
+            f"--expect-head {expect_head!r} is not a head: expected SEQ:sha256:<64 hex> "
+            "(as verify --head prints it) or sha256:<64 hex>"
+        )
 
 
 def report_json(report: Report, operation_id: str | None) -> dict[str, Any]:

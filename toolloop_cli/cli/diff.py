@@ -35,7 +35,9 @@ def diff(
     """Compare two runs: turns, calls, arguments, results, states, final text."""
 
     def body() -> int:
-        report = run_diff.diff(stores.open_store(store_path), a, b)
+        reads = run_diff.reads_store(a, b)
+        store = stores.open_store(store_path, must_exist=True) if reads else None
+        report = run_diff.diff(store, a, b)
         if as_json:
             render.emit_json(
                 {

@@ -29,14 +29,24 @@ def guarded(as_json: bool) -> Iterator[None]:
 def report(exc: ToolloopError, as_json: bool) -> None:
     message = str(exc)
     if as_json:
-        payload: dict[str, object] = {"error": message, "error_type": type(exc).__name__}
+        payload = error_json(message, type(exc).__name__)
         if isinstance(exc, RegistryError):
             payload["problems"] = [{"path": p, "message": m} for p, m in exc.problems]
         render.emit_json(payload)
-    render.err.print(line(safe("error: ", "bold red"), safe(message)))
+    error_line(message)
     if isinstance(exc, RegistryError) and len(exc.problems) > 1:
         for path, problem in exc.problems[1:]:
             render.err.print(safe(f"  {path or '<document>'}: {problem}"))
+
+
+def error_json(message: str, error_type: str) -> dict[str, object]:
+    """The one JSON object of a command that failed with bad input."""
+    return {"error": message, "error_type": error_type}
+
+
+def error_line(message: str) -> None:
+    """``error: …`` on stderr: the line a person reads whether or not --json was given."""
+    render.err.print(line(safe("error: ", "bold red"), safe(message)))
 
 
 def run_guarded(as_json: bool, fn: Callable[[], int]) -> None:

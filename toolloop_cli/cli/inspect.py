@@ -29,7 +29,9 @@ def show(
     """Show one operation: turns, calls, results, approvals, budgets."""
 
     def body() -> int:
-        view = views.operation_view(stores.open_store(store_path), operation_id, tenant)
+        view = views.operation_view(
+            stores.open_store(store_path, must_exist=True), operation_id, tenant
+        )
         if as_json:
             render.emit_json(view)
         else:
@@ -48,7 +50,7 @@ def runs(
     """List operations, newest first."""
 
     def body() -> int:
-        ops = stores.open_store(store_path).list_operations(tenant, limit)
+        ops = stores.open_store(store_path, must_exist=True).list_operations(tenant, limit)
         if as_json:
             render.emit_json({"operations": [views.summary(op) for op in ops]})
             return 0

@@ -98,12 +98,14 @@ def import_mcp(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write the registry here (not stdout).")
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write a registry skeleton from an MCP server's tool list, with pinned schema hashes.
 
     Every tool is risk: write and approval: always until its owner edits it; the announced
     input schema is the tool's parameters and its canonical hash is pinned, so a server that
-    later changes a tool is refused at load.
+    later changes a tool is refused at load. With --json, one object: the file written (or
+    null), the tools, and the registry document itself.
     """
     import yaml
 
@@ -113,11 +115,20 @@ def import_mcp(
         entry = mcp_import.server_entry(stdio, url)
         doc = mcp_import.skeleton(name, entry, approver or ["owner"])
         text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
-        if output is None:
-            render.out.print(text, end="")
-        else:
+        if output is not None:
             output.write_text(text, encoding="utf-8")
             render.err.print(safe(f"wrote {output}: {len(doc['tools'])} tool(s) from {name}"))
+        if as_json:
+            render.emit_json(
+                {
+                    "output": None if output is None else str(output),
+                    "server": name,
+                    "tools": list(doc["tools"]),
+                    "registry": doc,
+                }
+            )
+        elif output is None:
+            render.out.print(text, end="")
         return 0
 
-    run_guarded(False, body)
+    run_guarded(as_json, body)

@@ -12,13 +12,16 @@ from .lazy import LazyModule
 
 if TYPE_CHECKING:
     from toolloop_cli import store as stores
-    from toolloop_cli.report import data as report_data, render as report_render
+    from toolloop_cli.report import (
+        data as report_data,
+        render as report_render,
+        target as report_target,
+    )
 else:
     stores = LazyModule("toolloop_cli.store")
     report_data = LazyModule("toolloop_cli.report.data")
     report_render = LazyModule("toolloop_cli.report.render")
-
-from toolloop_cli.errors import UsageError
+    report_target = LazyModule("toolloop_cli.report.target")
 
 from . import render
 from .exits import run_guarded
@@ -29,7 +32,13 @@ def report(
     operation_id: Annotated[str, typer.Argument(help="Operation id (op_…).")],
     output: Annotated[
         Path | None,
-        typer.Option("-o", "--output", help="HTML file to write (default: report-OP.html)."),
+        typer.Option(
+            "-o",
+            "--output",
+            help="HTML file to write (default: report-OP.html). An existing file is replaced "
+            "only when it is an earlier report (or with --force); never the store, the run's "
+            "registry or cassettes, or anything but a regular file.",
+        ),
     ] = None,
     against: Annotated[
         str | None,
@@ -37,6 +46,10 @@ def report(
             "--against", help="Also show the diff with this run (operation id or cassette)."
         ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replace an existing -o file that is not a report."),
+    ] = False,
     tenant: TenantOpt = None,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
@@ -45,12 +58,13 @@ def report(
     verify, a replay's divergences, and with --against a diff. It loads nothing remote."""
 
     def body() -> int:
-        if not stores.store_exists(store_path):
-            raise UsageError(f"no store at {store_path}")
-        store = stores.open_store(store_path)
-        data = report_data.report_data(store, operation_id, against=against, tenant=tenant)
+        store = stores.open_store(store_path, must_exist=True)
         target = output if output is not None else Path(f"report-{operation_id}.html")
-        report_render.write_report(target, report_render.render_html(data))
+        resolved = report_target.report_target(
+            store, target, operation_id, against=against, tenant=tenant, force=force
+        )
+        data = report_data.report_data(store, operation_id, against=against, tenant=tenant)
+        report_render.write_report(resolved, report_render.render_html(data))
         if as_json:
             render.emit_json(
                 {

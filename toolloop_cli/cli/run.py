@@ -248,7 +248,7 @@ def resume(
     """Continue an operation after an approval, a crash or an escalation."""
 
     def body() -> int:
-        store = stores.open_store(store_path)
+        store = stores.open_store(store_path, must_exist=True)
         traced = otel_cli.live(otel, otel_content, store, operation_id)
         with progress(as_json, verbose) as sink:
             result = operations.resume(
@@ -276,7 +276,7 @@ def step(
     """Make exactly one transition and print FROM -> TO."""
 
     def body() -> int:
-        store = stores.open_store(store_path)
+        store = stores.open_store(store_path, must_exist=True)
         traced = otel_cli.live(otel, otel_content, store, operation_id)
         result = operations.step(store, operation_id, tenant=tenant)
         extra = otel_cli.export(traced, store, operation_id, as_json=as_json)

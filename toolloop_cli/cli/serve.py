@@ -10,7 +10,8 @@ import typer
 
 from . import render
 from .exits import run_guarded
-from .render import dim, safe
+from .options import JsonOpt
+from .render import dim, line, safe
 
 
 def serve(
@@ -32,8 +33,13 @@ def serve(
     log: Annotated[
         Path | None, typer.Option("--log", help="Append each request received as a JSON line.")
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Answer provider requests from CASSETTE over HTTP on 127.0.0.1 until interrupted."""
+    """Answer provider requests from CASSETTE over HTTP on 127.0.0.1 until interrupted.
+
+    With --json, one JSON object is printed once it listens: its url, the provider and API of
+    the cassette, and the base-URL variable to set; nothing else goes to stdout.
+    """
 
     def body() -> int:
         # imported when serving, so `toolloop --help` does not pay for the HTTP server
@@ -41,9 +47,28 @@ def serve(
         from toolloop_cli.transcripts.transport import cassette_api
 
         faults = [server.parse_fault(spec) for spec in fault or []]
-        handle = server.start(cassette, port=port, faults=faults, log=log, retry_after=retry_after)
+        handle = server.start(
+            cassette,
+            port=port,
+            faults=faults,
+            log=log,
+            retry_after=retry_after,
+            on_log_error=_log_error,
+        )
         provider, api_family = cassette_api(handle.provider.cassette)
         variable = server.BASE_URL_ENV[provider][0]
+        if as_json:
+            render.emit_json(
+                {
+                    "url": handle.url,
+                    "port": handle.port,
+                    "cassette": str(cassette),
+                    "provider": provider,
+                    "api_family": api_family,
+                    "env": {variable: handle.base_url(provider)},
+                    "log": None if log is None else str(log),
+                }
+            )
         render.err.print(safe(f"serving {cassette} ({provider}/{api_family}) on {handle.url}"))
         render.err.print(dim(f"  {variable}={handle.base_url(provider)}"))
         try:
@@ -54,4 +79,9 @@ def serve(
             handle.close()
         return 0
 
-    run_guarded(False, body)
+    run_guarded(as_json, body)
+
+
+def _log_error(message: str) -> None:
+    """A request whose log line could not be written: one line, the server keeps serving."""
+    render.err.print(line(safe("error: ", "bold red"), safe(message)))

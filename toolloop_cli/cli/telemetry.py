@@ -139,7 +139,7 @@ def export_otel(
 
     def body() -> int:
         target = tracing.export_target(endpoint, content)
-        store = stores.open_store(store_path)
+        store = stores.open_store(store_path, must_exist=True)
         if operation_ids:
             ids = [store.get_operation(op, tenant).operation_id for op in operation_ids]
         else:

@@ -18,7 +18,7 @@ from toolloop_cli.errors import UsageError
 from toolloop_cli.service.views import operation_view
 from toolloop_cli.store import Store, open_store
 
-__all__ = ["DiffReport", "diff", "run_view", "run_views"]
+__all__ = ["DiffReport", "diff", "reads_store", "run_view", "run_views"]
 
 
 @dataclass(frozen=True)
@@ -56,12 +56,21 @@ def run_view(view: dict[str, Any], label: str) -> RunView:
     return RunView(label, view["state"], view["final_text"], tuple(turns))
 
 
-def run_views(store: Store, target: str) -> list[RunView]:
-    """The runs ``target`` names: an operation id, or a cassette file (one run a conversation)."""
+def reads_store(*targets: str) -> bool:
+    """Whether comparing ``targets`` needs the store: only an operation id does, so a diff
+    of two recordings (or a target that names nothing) opens no store and creates none."""
+    return any(t.startswith("op_") and not Path(t).is_file() for t in targets)
+
+
+def run_views(store: Store | None, target: str) -> list[RunView]:
+    """The runs ``target`` names: an operation id, or a cassette file (one run a conversation).
+
+    ``store`` may be None when ``reads_store`` said no store is needed.
+    """
     path = Path(target)
     if path.is_file():
         return _cassette_views(path)
-    if target.startswith("op_"):
+    if target.startswith("op_") and store is not None:
         return [run_view(operation_view(store, target), target)]
     raise UsageError(f"{target} is neither an operation id (op_…) nor a cassette file")
 
@@ -81,7 +90,7 @@ def _cassette_views(path: Path) -> list[RunView]:
             scratch.close()
 
 
-def diff(store: Store, a: str, b: str) -> DiffReport:
+def diff(store: Store | None, a: str, b: str) -> DiffReport:
     """Every difference between the runs ``a`` and ``b`` name, with JSON paths."""
     left, right = run_views(store, a), run_views(store, b)
     if len(left) == 1 and len(right) == 1:

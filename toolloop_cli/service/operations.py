@@ -75,7 +75,7 @@ def start(
 ) -> loop.StepResult:
     """Create an operation and run it until it ends or waits for a human."""
     registry = cached_registry(options.registry)
-    guards = options.guards or build_guards(registry, options.guard_overrides)
+    guards = options.guards or _guards(registry, options.guard_overrides)
     op, transport = _new_operation(
         store, options, registry, guards, clock or SystemClock(), transport
     )
@@ -91,12 +91,25 @@ def submit(store: Store, options: RunOptions, *, clock: Clock | None = None) -> 
     """Create an operation for a worker to run (``run --detach``): stored and announced,
     nothing sent to the model here. Its first step is a worker's."""
     registry = cached_registry(options.registry)
-    guards = options.guards or build_guards(registry, options.guard_overrides)
+    guards = options.guards or _guards(registry, options.guard_overrides)
     op, transport = _new_operation(store, options, registry, guards, clock or SystemClock(), None)
     deps = deps_for(store, op, registry, clock=clock, transport=transport)
     loop.begin(deps, op, options.task)
     store.announce_runnable(op.operation_id)  # after the commit: a worker finds it stored
     return store.get_operation(op.operation_id)
+
+
+def _guards(registry: Registry, overrides: dict[str, Any]) -> Guards:
+    """The operation's guards; a per-tool limit must name a tool of the registry, as in its
+    ``defaults`` (a misspelt name would otherwise limit nothing, silently)."""
+    per_tool = overrides.get("max_calls_per_tool") or {}
+    unknown = sorted(name for name in per_tool if name not in registry.tools)
+    if unknown:
+        raise UsageError(
+            f"--max-calls-per-tool {unknown[0]}: not a tool of registry {registry.name} "
+            f"(its tools: {', '.join(registry.tools)})"
+        )
+    return build_guards(registry, overrides)
 
 
 def _still_held(held: lease.Lease) -> loop.AfterStep:

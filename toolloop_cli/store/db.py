@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
-from toolloop_cli.errors import StoreError
+from toolloop_cli.errors import StoreError, UsageError
 
 from . import migrations, pg_migrations
 from .durability import Durability, durability_from
@@ -75,22 +75,35 @@ def store_exists(location: str | Path) -> bool:
 
 
 def open_store(
-    path: str | Path, *, read_only: bool = False, durability: str | None = None
+    path: str | Path,
+    *,
+    read_only: bool = False,
+    must_exist: bool = False,
+    durability: str | None = None,
 ) -> Store:
     """Open (creating and migrating if needed) the store at ``path``: a file, or a
     ``postgresql://`` URL (psycopg's connection string).
 
     ``read_only`` (for ``verify``) changes nothing: a missing file, or one whose schema needs
-    migrations, is a ``StoreError`` instead. ``durability``: see ``Durability`` (None: the
+    migrations, is a ``StoreError`` instead. ``must_exist`` (commands that read or act on
+    what a store holds): a missing file is a ``UsageError`` and nothing is created. An
+    existing SQLite file that holds tables but is not a toolloop store is refused either way,
+    before anything is written to it. ``durability``: see ``Durability`` (None: the
     ``TOOLLOOP_DURABILITY`` variable, else barriers).
     """
     chosen = durability_from(durability)
+    if must_exist and not store_exists(path):
+        raise UsageError(f"no store at {path}")
     if is_postgres_url(str(path)):
         return _open_postgres(str(path), read_only=read_only, durability=chosen)
     store_path = Path(path)
+    if not read_only:
+        _refuse_foreign_file(store_path)
     conn = connect_read_only(store_path) if read_only else connect(store_path, chosen)
     db = Database(conn)
     try:
+        if read_only:
+            _refuse_foreign(conn, store_path)
         pending = migrations.migrations.pending(db)
         if pending and read_only:
             raise _not_current(str(store_path), [m.name for m in pending])
@@ -116,6 +129,54 @@ def open_store(
         path=store_path,
         reconnect=lambda: connect(store_path, chosen),
     )
+
+
+def _refuse_foreign_file(path: Path) -> None:
+    """Look at an existing, non-empty file read-only before opening it for writing: a
+    read-write open already sets WAL mode and adds its side files, so a SQLite file of
+    another program (or anything else) is refused before it is touched."""
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return  # a new store, or a path connect() reports on
+    except OSError:
+        return
+    conn = connect_read_only(path)
+    try:
+        _refuse_foreign(conn, path)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open store {path}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def _refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
+    """A ``StoreError`` when the file holds tables but none of toolloop's migrations: its
+    tables belong to something else, and toolloop's must not be added among them."""
+    tables = [
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY name"
+        )
+    ]
+    if not tables or _has_toolloop_migrations(conn, tables):
+        return
+    shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
+    raise StoreError(
+        f"{path} is a SQLite database but not a toolloop store (it holds {shown}); "
+        "refusing to add toolloop's tables to it: pass another --store"
+    )
+
+
+def _has_toolloop_migrations(conn: sqlite3.Connection, tables: list[str]) -> bool:
+    table = migrations.migrations.migrations_table
+    if table not in tables:
+        return False
+    found = conn.execute(
+        f"SELECT 1 FROM [{table}] WHERE migration_set = ? LIMIT 1",  # the library's own name
+        [migrations.migrations.name],
+    ).fetchone()
+    return found is not None
 
 
 def _open_postgres(url: str, *, read_only: bool, durability: Durability) -> Store:

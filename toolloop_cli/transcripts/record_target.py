@@ -11,20 +11,18 @@ top-level ``interactions:`` key in their first lines). An empty file may be writ
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from pathlib import Path
 
 from toolloop_cli.errors import UsageError
+
+from .overwrite import existing_regular_file, head_of, refuse_protected, store_files
 
 __all__ = ["record_target"]
 
 #: how much of an existing file is read to recognise a cassette
 _HEAD_BYTES = 64 * 1024
 _INTERACTIONS = re.compile(rb'^(?:\{\s*)?"?interactions"?\s*:', re.MULTILINE)
-#: the files SQLite keeps beside a database
-_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 def record_target(
@@ -37,26 +35,15 @@ def record_target(
 ) -> Path:
     """The resolved ``--record`` path, or a one-line ``UsageError`` saying what it would hit."""
     target = record.resolve()
-    protected: list[tuple[str, Path | None]] = [
+    protected = [
         ("the --transcript it replays", transcript),
-        ("the store", store),
-        *(
-            (f"the store's {suffix} file", Path(f"{store}{suffix}"))
-            for suffix in (_SIDE_FILES if store is not None else ())
-        ),
+        *store_files(store),
         ("the --registry", registry),
         ("the --prices file", prices),
     ]
-    for what, path in protected:
-        if path is not None and _same(target, path):
-            raise UsageError(f"--record {record} would overwrite {what} ({path})")
-    if not target.exists():
+    refuse_protected("--record", record, target, protected)
+    if not existing_regular_file("--record", record, target, "cassette"):
         return target
-    mode = target.stat().st_mode
-    if stat.S_ISDIR(mode):
-        raise UsageError(f"--record {record} is a directory, not a cassette file")
-    if not stat.S_ISREG(mode):
-        raise UsageError(f"--record {record} is not a regular file")
     if not _looks_like_cassette(target):
         raise UsageError(
             f"--record {record} exists and is not a cassette (no top-level 'interactions:'); "
@@ -65,22 +52,10 @@ def record_target(
     return target
 
 
-def _same(target: Path, path: Path) -> bool:
-    """The same file: equal resolved paths, or (both existing) the same inode."""
-    if target == path.resolve():
-        return True
-    try:
-        return os.path.samefile(target, path)
-    except OSError:
-        return False
-
-
 def _looks_like_cassette(path: Path) -> bool:
     """Empty, or UTF-8 text with a top-level ``interactions`` key near the start."""
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(_HEAD_BYTES)
-    except OSError:
+    head = head_of(path, _HEAD_BYTES)
+    if head is None:
         return False
     if not head:
         return True

@@ -5,7 +5,10 @@
 answered in order, per provider API (recognised from the request path, like replay), whatever
 they say; every request received is kept (``received``) and, with a log file, appended to it as
 one JSON line, so tests can assert on what the client really sent. Credential headers are never
-logged.
+logged. The log must be a file that can be appended to when serving starts (a folder, a missing
+folder or a file that cannot be written is a ``UsageError`` then); a request whose line cannot
+be written later is answered 500 in the provider's error shape, its recorded answer kept for the
+next request, and the failure goes to ``on_log_error`` as one line.
 
 Event streams are sent event by event, each flushed, on a connection that closes at the end (no
 ``content-length``), as providers do. Faults are consumed in the order given, one request each
@@ -30,7 +33,7 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -52,6 +55,7 @@ __all__ = [
     "FakeProvider",
     "Reply",
     "ServerHandle",
+    "check_log",
     "parse_fault",
     "start",
 ]
@@ -136,6 +140,8 @@ class FakeProvider:
     log: Path | None = None
     retry_after: float = 1.0
     received: list[dict[str, Any]] = field(default_factory=list)
+    #: told, as one line, each time a request's log line cannot be written
+    on_log_error: Callable[[str], None] | None = None
     _served: dict[tuple[str, str], int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _retained: int = 0
@@ -144,9 +150,12 @@ class FakeProvider:
         """The reply to one request (thread-safe; faults and answers are consumed in order)."""
         with self._lock:
             api = detect_api(path)
+            served, faults = dict(self._served), list(self.faults)
             reply = self._reply(api, path)
-            self._record(method, path, headers, body, reply.label)
-            return reply
+            logged = self._record(method, path, headers, body, reply)
+            if logged is not reply:  # not logged: this answer is still the next one
+                self._served, self.faults = served, faults
+            return logged
 
     def refuse(self, method: str, path: str, headers: dict[str, str], status: int) -> Reply:
         """The reply to a request whose body is not read: 400 (bad length) or 413 (too large)."""
@@ -158,8 +167,7 @@ class FakeProvider:
             message = "toolloop serve: content-length is not a byte count"
         reply = _error(provider, status, _REFUSED[provider], message)
         with self._lock:
-            self._record(method, path, headers, None, reply.label)
-        return reply
+            return self._record(method, path, headers, None, reply)
 
     def _reply(self, api: tuple[str, str] | None, path: str) -> Reply:
         provider = api[0] if api is not None else "openai"
@@ -197,8 +205,22 @@ class FakeProvider:
         return reply
 
     def _record(
+        self, method: str, path: str, headers: dict[str, str], body: bytes | None, reply: Reply
+    ) -> Reply:
+        """Keep the request (and log it); the reply to send: ``reply``, or a 500 when the
+        log line could not be written."""
+        entry = self._entry(method, path, headers, body, reply.label)
+        try:
+            self._log(entry, body)
+        except OSError as exc:
+            reply = self._log_failed(path, exc)
+            entry["answer"] = reply.label
+        self.received.append(entry)
+        return reply
+
+    def _entry(
         self, method: str, path: str, headers: dict[str, str], body: bytes | None, label: str
-    ) -> None:
+    ) -> dict[str, Any]:
         entry = {
             "seq": len(self.received),
             "method": method,
@@ -212,14 +234,41 @@ class FakeProvider:
             entry["body"] = _parsed(body)
         else:
             entry.update(_excerpt(body))
-        self.received.append(entry)
-        if self.log is not None:
-            logged = dict(entry)
-            if body is not None and len(body) > MAX_LOGGED_BYTES:
-                logged.pop("body", None)
-                logged.update(_excerpt(body))
-            with self.log.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps(logged, ensure_ascii=False, sort_keys=True) + "\n")
+        return entry
+
+    def _log(self, entry: dict[str, Any], body: bytes | None) -> None:
+        if self.log is None:
+            return
+        logged = dict(entry)
+        if body is not None and len(body) > MAX_LOGGED_BYTES:
+            logged.pop("body", None)
+            logged.update(_excerpt(body))
+        with self.log.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(logged, ensure_ascii=False, sort_keys=True) + "\n")
+
+    def _log_failed(self, path: str, exc: OSError) -> Reply:
+        """A 500 for a request that could not be logged, and one line to ``on_log_error``."""
+        message = f"toolloop serve: cannot write the log {self.log}: {exc.strerror or exc}"
+        if self.on_log_error is not None:
+            self.on_log_error(message)
+        api = detect_api(path)
+        provider = api[0] if api is not None else "openai"
+        reply = _error(provider, 500, _ERRORS[provider][500][0], message)
+        reply.label = "error:500:log"
+        return reply
+
+
+def check_log(log: Path) -> None:
+    """Refuse, before serving, a log no request could be appended to (it is created empty)."""
+    if log.is_dir():
+        raise UsageError(f"cannot log to {log}: it is a directory")
+    if not log.parent.is_dir():
+        raise UsageError(f"cannot log to {log}: no folder {log.parent}")
+    try:
+        with log.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"cannot log to {log}: {exc.strerror or exc}") from None
 
 
 def _parsed(body: bytes) -> Any:
@@ -384,14 +433,18 @@ def start(
     log: Path | None = None,
     retry_after: float = 1.0,
     idle_timeout_s: float = IDLE_TIMEOUT_S,
+    on_log_error: Callable[[str], None] | None = None,
 ) -> ServerHandle:
     """Serve ``cassette`` on 127.0.0.1:``port`` (0: a free port) in a background thread."""
     loaded = load_cassette(cassette)
+    if log is not None:
+        check_log(log)
     try:
         server = _Server((HOST, port), _Handler)
     except OSError as exc:
         raise UsageError(f"cannot listen on {HOST}:{port}: {exc.strerror or exc}") from exc
     server.provider = FakeProvider(loaded, list(faults), log, retry_after)
+    server.provider.on_log_error = on_log_error
     server.idle_timeout_s = idle_timeout_s
     thread = threading.Thread(target=server.serve_forever, name="toolloop-serve", daemon=True)
     thread.start()

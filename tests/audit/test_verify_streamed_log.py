@@ -122,13 +122,12 @@ def test_the_collector_is_paused_during_a_check_and_put_back(
     demo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[bool] = []
-    real = service.verify
 
     def spy(*args: Any, **kwargs: Any) -> Report:
         seen.append(gc.isenabled())
-        return real(*args, **kwargs)
+        return verify(*args, **kwargs)
 
-    monkeypatch.setattr(service, "verify", spy)
+    monkeypatch.setattr("toolloop_cli.service.verify.verify", spy)
     store = open_store(demo)
     try:
         assert gc.isenabled()

@@ -262,7 +262,10 @@ def test_missing_required_keys_and_bad_values_are_each_reported(tmp_path: Path) 
     doc["tools"]["submit_refund"]["sequential"] = "yes please"
     doc["policy"]["approval_ttl_s"] = -5
     assert sorted(check_registry(write(tmp_path, doc))) == [
-        ("policy.approval_ttl_s", "must be a positive integer"),
+        (
+            "policy.approval_ttl_s",
+            "must be a positive integer of at most 315360000 (seconds: 10 years)",
+        ),
         ("revision", "required key is missing"),
         ("tools.get_order.description", "must be a string (it may be empty)"),
         ("tools.get_order.max_result_bytes", "must be a positive integer"),
@@ -384,3 +387,38 @@ def fresh_module() -> Any:
     name = f"tl_test_handlers_{uuid.uuid4().hex}"
     yield name
     sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize(
+    ("defaults", "where"),
+    [
+        ({"max_turns": -5}, "defaults.max_turns"),
+        ({"max_turns": 0}, "defaults.max_turns"),
+        ({"max_turns": "20"}, "defaults.max_turns"),  # no coercion of a quoted number
+        ({"bogus": 1}, "defaults.bogus"),
+        ({"deadline_s": 10**12}, "defaults.deadline_s"),  # past what a timestamp can hold
+        ({"max_calls_per_tool": {"nosuch": 3}}, "defaults.max_calls_per_tool.nosuch"),
+    ],
+)
+def test_check_reports_the_defaults_a_run_would_refuse(
+    tmp_path: Path, defaults: dict[str, Any], where: str
+) -> None:
+    """``registry check`` and a run agree: defaults a run refuses are problems at their path."""
+    doc = minimal_doc()
+    doc["defaults"] = defaults
+    assert problem_paths(write(tmp_path, doc)) == [where]
+
+
+def test_usable_defaults_and_per_tool_limits_of_its_own_tools_pass(tmp_path: Path) -> None:
+    doc = minimal_doc()
+    doc["defaults"] = {"max_turns": 8, "deadline_s": 600, "max_calls_per_tool": {"get_order": 3}}
+    assert check_registry(write(tmp_path, doc)) == []
+
+
+@pytest.mark.parametrize("ttl", [10**12, 10 * 365 * 86_400 + 1, 0])
+def test_an_approval_lifetime_beyond_ten_years_or_not_positive_is_a_problem(
+    tmp_path: Path, ttl: int
+) -> None:
+    doc = minimal_doc()
+    doc["policy"]["approval_ttl_s"] = ttl
+    assert problem_paths(write(tmp_path, doc)) == ["policy.approval_ttl_s"]

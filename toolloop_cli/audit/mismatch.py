@@ -38,7 +38,9 @@ class Mismatch:
         expected: object,
         found: object,
     ) -> Mismatch:
-        return cls(operation_id, call_id, table, key, field, _shown(expected), _shown(found))
+        return cls(
+            _name(operation_id), _name(call_id), table, key, field, _shown(expected), _shown(found)
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,6 +54,12 @@ class Mismatch:
             f"{where}: {self.table}[{self.key}].{self.field}: "
             f"expected {self.expected!r}, found {self.found!r}"
         )
+
+
+def _name(value: object) -> str | None:
+    """An id as reported: a tampered id column may hold anything (bytes, a number), shown as
+    its repr so that every report stays text."""
+    return value if value is None or isinstance(value, str) else _shown(repr(value))
 
 
 def _shown(value: object) -> Any:

@@ -14,6 +14,10 @@ class SystemClock:
 
 _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
+#: the longest span added to a moment (an operation's deadline, an approval's lifetime):
+#: 10 years, far inside what a timestamp can hold (year 9999), so no sum overflows
+MAX_SPAN_S = 10 * 365 * 86_400
+
 
 def iso(moment: datetime) -> str:
     """A sortable UTC timestamp: ``2026-12-01T10:00:00.000000Z``."""

@@ -277,3 +277,9 @@ class StorePort(Protocol):
     ) -> dict[tuple[str, str], str | None]:
         """The binding the audit log last recorded for each (response id, call id) given."""
         ...
+
+    def check_logged(
+        self, kind: str, operation_id: str, key: Sequence[Any], *, as_read: bool = False
+    ) -> None:
+        """Raise ``TamperedStore`` unless the row is what the audit log last recorded."""
+        ...

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .clock import MAX_SPAN_S
 from .sources import Source
 from .states import ApprovalStatus, CallState, OpState
 from .types import ApiError, JSONObject, TurnOutcome, Usage
@@ -22,7 +23,7 @@ class Guards(BaseModel):
     max_tool_calls: int = Field(50, ge=0)
     max_calls_per_tool: dict[str, int] = Field(default_factory=dict)
     max_retries: int = Field(3, ge=0)
-    deadline_s: float = Field(86_400.0, gt=0)
+    deadline_s: float = Field(86_400.0, gt=0, le=MAX_SPAN_S)
     tool_timeout_ms: int | None = Field(None, ge=1)  # caps every tool's own timeout_ms
     max_input_tokens: int | None = Field(None, ge=0)
     max_output_tokens: int | None = Field(None, ge=0)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex
@@ -11,12 +13,30 @@ from toolloop_cli.engine.states import ApprovalStatus
 from toolloop_cli.engine.types import JSONObject
 from toolloop_cli.errors import AlreadyDecided, OperationNotFound, StoreError, TamperedStore
 
-from .rows import APR_COLUMNS, apr_from_row
+from .rows import APR_COLUMNS, APR_NAMES, apr_from_row
 from .transactions import TransactionalStore
+from .unreadable import unreadable
 
 
 class ApprovalStore(TransactionalStore):
     """The approvals a store holds (a part of ``Store``)."""
+
+    def _read(self, table: str, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """Every row ``sql`` selects from ``table``. SQLite decodes text as rows are fetched,
+        so a column holding bytes that are not UTF-8 fails the fetch: that, and any other
+        failed read, is a ``StoreError`` (``store/unreadable.py``), never a raw ``sqlite3``
+        one."""
+        try:
+            return self.conn.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise unreadable(table, self.location, exc) from exc
+
+    def _read_one(self, table: str, sql: str, args: Sequence[Any] = ()) -> Any:
+        """The first row ``sql`` selects from ``table`` (None: none), read as ``_read`` does."""
+        try:
+            return self.conn.execute(sql, args).fetchone()
+        except sqlite3.Error as exc:
+            raise unreadable(table, self.location, exc) from exc
 
     def insert_approval(self, apr: ApprovalRecord, policy: JSONObject | None = None) -> None:
         """Record an approval request; ``policy`` is the block its ``policy_sha256`` pins."""
@@ -35,7 +55,7 @@ class ApprovalStore(TransactionalStore):
 
     def pinned_policy(self, digest: str) -> JSONObject:
         """The policy block an approval pinned, checked against its hash."""
-        row = self.conn.execute("SELECT body FROM blobs WHERE sha256 = ?", (digest,)).fetchone()
+        row = self._read_one("blobs", "SELECT body FROM blobs WHERE sha256 = ?", (digest,))
         body = None if row is None else row[0]
         data = body.encode("utf-8") if isinstance(body, str) else None
         if data is None or sha256_hex(data) != digest:
@@ -49,22 +69,22 @@ class ApprovalStore(TransactionalStore):
             raise OperationNotFound(f"no approval {approval_id} in store {self.location}")
         apr = apr_from_row(row)
         self._audit.read("approval", apr.model_dump())
+        self._remember_read("approval", (approval_id,), dict(zip(APR_NAMES, row, strict=True)))
         return apr
 
     def _approval_row(self, approval_id: str) -> tuple[Any, ...] | None:
-        cur = self.conn.execute(
-            f"SELECT {APR_COLUMNS} FROM approvals WHERE approval_id = ?", (approval_id,)
-        )
-        row: tuple[Any, ...] | None = cur.fetchone()
+        sql = f"SELECT {APR_COLUMNS} FROM approvals WHERE approval_id = ?"
+        row: tuple[Any, ...] | None = self._read_one("approvals", sql, (approval_id,))
         return row
 
     def approvals(self, operation_id: str) -> list[ApprovalRecord]:
-        cur = self.conn.execute(
+        rows = self._read(
+            "approvals",
             f"SELECT {APR_COLUMNS} FROM approvals WHERE operation_id = ?"
             " ORDER BY requested_at, rowid",
             (operation_id,),
         )
-        return [apr_from_row(r) for r in cur]
+        return [apr_from_row(r) for r in rows]
 
     def pending_approvals(self, tenant: str | None = None) -> list[ApprovalRecord]:
         sql = f"SELECT {APR_COLUMNS} FROM approvals WHERE status = 'PENDING'"
@@ -73,7 +93,7 @@ class ApprovalStore(TransactionalStore):
             sql += " AND tenant = ?"
             args.append(tenant)
         sql += " ORDER BY requested_at, rowid"
-        return [apr_from_row(r) for r in self.conn.execute(sql, args)]
+        return [apr_from_row(r) for r in self._read("approvals", sql, args)]
 
     def decide_approval(
         self,

@@ -101,6 +101,10 @@ class AuditWriter:
         if known is not None and known != row and slot not in self._open:
             del self._known[slot]
 
+    def writes(self, kind: str, key: list[Any]) -> bool:
+        """Whether the open transaction has written this row (its records are not sealed)."""
+        return (kind, hashable_key(key)) in self._open
+
     def expected_updated_at(self, operation_id: str) -> object:
         """The ``updated_at`` of the operation version the next write changes (or absent)."""
         slot = ("operation", (operation_id,))

@@ -13,31 +13,29 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex
+from toolloop_cli.audit.hashing import KINDS
 from toolloop_cli.engine.records import CallRecord, OperationRecord, TurnRecord
 from toolloop_cli.engine.states import CallState, OpState
-from toolloop_cli.engine.types import (
-    MAX_BODY_BYTES,
-    ApiError,
-    JSONObject,
-    ToolSpec,
-    TurnOutcome,
-    Usage,
-)
-from toolloop_cli.errors import OperationNotFound, StoreError
+from toolloop_cli.engine.types import MAX_BODY_BYTES, JSONObject, ToolSpec
+from toolloop_cli.errors import OperationNotFound, StoreError, TamperedStore
 
 from .approvals import ApprovalStore
 from .audit_writer import bindings_in
 from .held import CALLS, OPERATIONS, TRANSITIONS
+from .logged import unlogged_columns
 from .rows import (
+    APR_NAMES,
     CALL_COLUMNS,
     CALL_NAMES,
     OP_COLUMNS,
     OP_NAMES,
+    TURN_COLUMNS,
     call_from_row,
     call_row,
     dump,
     op_from_row,
     op_row,
+    turn_from_row,
 )
 
 #: what a read of one table writes first of the open transaction's held rows
@@ -59,13 +57,16 @@ class Store(ApprovalStore):
 
     def get_operation(self, operation_id: str, tenant: str | None = None) -> OperationRecord:
         self._write_held(_OPS)
-        cur = self.conn.execute(
-            f"SELECT {OP_COLUMNS} FROM operations WHERE operation_id = ?", (operation_id,)
+        row = self._read_one(
+            "operations",
+            f"SELECT {OP_COLUMNS} FROM operations WHERE operation_id = ?",
+            (operation_id,),
         )
-        row = cur.fetchone()
         if row is None or (tenant is not None and row[8] != tenant):
             raise OperationNotFound(f"no operation {operation_id} in store {self.location}")
-        self._audit.read("operation", dict(zip(OP_NAMES, row, strict=True)))
+        read = dict(zip(OP_NAMES, row, strict=True))
+        self._audit.read("operation", read)
+        self._remember_read("operation", (operation_id,), read)
         return op_from_row(row)
 
     def list_operations(self, tenant: str | None = None, limit: int = 50) -> list[OperationRecord]:
@@ -77,7 +78,7 @@ class Store(ApprovalStore):
             args.append(tenant)
         sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
         args.append(limit)
-        return [op_from_row(r) for r in self.conn.execute(sql, args)]
+        return [op_from_row(r) for r in self._read("operations", sql, args)]
 
     def operations_in_state(
         self, state: OpState, tenant: str | None = None
@@ -89,7 +90,7 @@ class Store(ApprovalStore):
             sql += " AND tenant = ?"
             args.append(tenant)
         sql += " ORDER BY updated_at, rowid"
-        return [op_from_row(r) for r in self.conn.execute(sql, args)]
+        return [op_from_row(r) for r in self._read("operations", sql, args)]
 
     def save_operation(self, op: OperationRecord, expected_state: OpState) -> None:
         """Write ``op`` if the stored state is still ``expected_state`` (compare-and-set,
@@ -123,13 +124,14 @@ class Store(ApprovalStore):
     def transitions(self, operation_id: str) -> list[dict[str, Any]]:
         """The state log in order; ``response_id`` is None in rows from before it was kept."""
         self._write_held(_TRANSITIONS)
-        cur = self.conn.execute(
+        rows = self._read(
+            "transitions",
             "SELECT kind, call_id, source, target, reason, at, response_id FROM transitions"
             " WHERE operation_id = ? ORDER BY id",
             (operation_id,),
         )
         keys = ("kind", "call_id", "source", "target", "reason", "at", "response_id")
-        return [dict(zip(keys, r, strict=True)) for r in cur]
+        return [dict(zip(keys, r, strict=True)) for r in rows]
 
     # -- conversation ------------------------------------------------------------------------
 
@@ -137,12 +139,13 @@ class Store(ApprovalStore):
         """The operation's conversation items, in order (cached after the first read)."""
         cached = self._conversations.get(operation_id)
         if cached is None:
-            cur = self.conn.execute(
+            rows = self._read(
+                "blobs",
                 "SELECT b.body FROM conversation c JOIN blobs b ON b.sha256 = c.item_sha256"
                 " WHERE c.operation_id = ? ORDER BY c.seq",
                 (operation_id,),
             )
-            cached = [json.loads(r[0]) for r in cur]
+            cached = [json.loads(r[0]) for r in rows]
             self._conversations[operation_id] = cached
         return cached
 
@@ -221,29 +224,8 @@ class Store(ApprovalStore):
         return digest
 
     def turns(self, operation_id: str) -> list[TurnRecord]:
-        cur = self.conn.execute(
-            "SELECT operation_id, idx, response_id, outcome, finish_reason, text, detail,"
-            " request_sha256, response_sha256, usage_json, error_json, created_at"
-            " FROM turns WHERE operation_id = ? ORDER BY idx",
-            (operation_id,),
-        )
-        return [
-            TurnRecord(
-                operation_id=r[0],
-                idx=r[1],
-                response_id=r[2],
-                outcome=TurnOutcome(r[3]),
-                finish_reason=r[4],
-                text=r[5],
-                detail=r[6],
-                request_sha256=r[7],
-                response_sha256=r[8],
-                usage=Usage(**json.loads(r[9])),
-                error=ApiError(**json.loads(r[10])) if r[10] else None,
-                created_at=r[11],
-            )
-            for r in cur
-        ]
+        sql = f"SELECT {TURN_COLUMNS} FROM turns WHERE operation_id = ? ORDER BY idx"
+        return [turn_from_row(r) for r in self._read("turns", sql, (operation_id,))]
 
     def response_bodies(self, operation_id: str) -> dict[int, bytes]:
         """The provider's answer bytes of each turn, as received (by turn index)."""
@@ -277,7 +259,7 @@ class Store(ApprovalStore):
             sql += " AND turn_idx = ?"
             args.append(turn_idx)
         sql += " ORDER BY turn_idx, seq"
-        rows = self.conn.execute(sql, args).fetchall()
+        rows = self._read("calls", sql, args)
         for r in rows:
             self._audit.read("call", dict(zip(CALL_NAMES, r, strict=True)))
         return [call_from_row(r) for r in rows]
@@ -285,11 +267,12 @@ class Store(ApprovalStore):
     def get_call(self, operation_id: str, response_id: str, call_id: str) -> CallRecord | None:
         """The one call a (response id, call id) pair names: call ids are unique per response."""
         self._write_held(_CALLS)
-        row = self.conn.execute(
+        row = self._read_one(
+            "calls",
             f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND response_id = ?"
             " AND call_id = ?",
             (operation_id, response_id, call_id),
-        ).fetchone()
+        )
         return None if row is None else call_from_row(row)
 
     def calls_of_response(
@@ -302,12 +285,13 @@ class Store(ApprovalStore):
         marks = ", ".join("?" for _ in call_ids)
         # sorted here: ordered in SQL, SQLite walked every call of the operation in order
         # (``calls_turn``) instead of seeking the key
-        cur = self.conn.execute(
+        rows = self._read(
+            "calls",
             f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND response_id = ?"
             f" AND call_id IN ({marks})",
             (operation_id, response_id, *call_ids),
         )
-        return sorted((call_from_row(r) for r in cur), key=lambda c: (c.turn_idx, c.seq))
+        return sorted((call_from_row(r) for r in rows), key=lambda c: (c.turn_idx, c.seq))
 
     def earlier_calls(
         self,
@@ -317,7 +301,8 @@ class Store(ApprovalStore):
         keys: Sequence[str] = (),
     ) -> list[CallRecord]:
         """Calls of earlier turns sharing an idempotency key or an intent (tool and argument
-        digest) with a new turn's calls: what validation compares it with, in one statement.
+        digest) with a new turn's calls: what validation compares it with, in one statement
+        (in one per ``LOOKUPS_PER_QUERY`` of them for an answer with very many calls).
 
         A ``UNION`` of one indexed seek per key and per intent (``calls_key``,
         ``calls_intent``), so the cost does not grow with the calls the operation has made.
@@ -326,10 +311,60 @@ class Store(ApprovalStore):
             return []
         if self._rows.holds_calls_before(operation_id, before_turn):
             self._write_held(_CALLS)  # the new turn's own held calls cannot match: not yet
-        sql, args = earlier_calls_query(operation_id, before_turn, intents, keys)
-        return [call_from_row(r) for r in self.conn.execute(sql, args)]
+        lookups = [*((k, None) for k in keys), *intents]
+        if len(lookups) <= LOOKUPS_PER_QUERY:
+            sql, args = earlier_calls_query(operation_id, before_turn, intents, keys)
+            return [call_from_row(r) for r in self._read("calls", sql, args)]
+        # an answer with many calls: SQLite takes at most 500 terms in one compound SELECT
+        found: dict[tuple[int, int], tuple[Any, ...]] = {}
+        for start in range(0, len(lookups), LOOKUPS_PER_QUERY):
+            chunk = lookups[start : start + LOOKUPS_PER_QUERY]
+            sql, args = earlier_calls_query(
+                operation_id,
+                before_turn,
+                [(name, digest) for name, digest in chunk if digest is not None],
+                [name for name, digest in chunk if digest is None],
+            )
+            for row in self._read("calls", sql, args):
+                found[(row[_TURN], row[_SEQ])] = row
+        return [call_from_row(found[at]) for at in sorted(found)]
 
     # -- audit ------------------------------------------------------------------------------------
+
+    def check_logged(
+        self, kind: str, operation_id: str, key: Sequence[Any], *, as_read: bool = False
+    ) -> None:
+        """Refuse a row of ``kind`` (an operation, an approval) written around toolloop: it
+        must be what the audit log last recorded for it (``logged.py``). Asked before acting
+        on a row another process wrote, so a forged decision or state runs nothing.
+
+        ``as_read``: the row as this store's last read of it found it (the caller just read
+        it and acts on that), not read again.
+        """
+        if self.conn.in_transaction and self._audit.writes(kind, list(key)):
+            return  # written by this transaction: what it wrote is what it logs
+        row = self._last_read.get((kind, tuple(key))) if as_read else None
+        if row is None:
+            row = self._audited_columns(kind, key)
+        if row is None:
+            return  # a missing row is the reader's error to report
+        differ = unlogged_columns(self.conn, operation_id, kind, key, row)
+        if differ:
+            raise TamperedStore(
+                f"{kind} {'/'.join(str(k) for k in key)} in store {self.location}: "
+                f"{', '.join(differ)} not as the audit log last recorded (the row was written "
+                "around toolloop); nothing was run: run `toolloop verify`"
+            )
+
+    def _audited_columns(self, kind: str, key: Sequence[Any]) -> dict[str, Any] | None:
+        """The columns of a row that its audit records hold, read now."""
+        columns = {"operation": OP_NAMES, "approval": APR_NAMES}[kind]
+        table = KINDS[kind]
+        self._write_held(_OPS if kind == "operation" else frozenset())
+        where = " AND ".join(f"{c} = ?" for c in table.key)
+        sql = f"SELECT {', '.join(columns)} FROM {table.table} WHERE {where}"
+        values = self._read_one(table.table, sql, tuple(key))
+        return None if values is None else dict(zip(columns, values, strict=True))
 
     def audited_binding(self, operation_id: str, response_id: str, call_id: str) -> str | None:
         """The ``call_binding_sha256`` the audit log last recorded for a call (or None)."""
@@ -355,6 +390,11 @@ class Store(ApprovalStore):
             (operation_id,),
         )
         return {**found, **bindings_in((text for (text,) in cur), rest)}
+
+
+#: keys and intents looked up by one statement (each is a term of its compound SELECT)
+LOOKUPS_PER_QUERY = 200
+_TURN, _SEQ = CALL_NAMES.index("turn_idx"), CALL_NAMES.index("seq")
 
 
 def earlier_calls_query(

@@ -8,18 +8,31 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
+from toolloop_cli.engine.clock import parse_iso
 from toolloop_cli.engine.records import (
     ApprovalRecord,
     CallRecord,
     Counters,
     Guards,
     OperationRecord,
+    TurnRecord,
 )
 from toolloop_cli.engine.sources import parse_source
 from toolloop_cli.engine.states import CallState, OpState
-from toolloop_cli.errors import TamperedStore
+from toolloop_cli.engine.types import ApiError, TurnOutcome, Usage
+
+from .unreadable import (
+    BAD_VALUE,
+    TRANSPORTS,
+    Table,
+    json_object,
+    reason_of,
+    tampered,
+    tampered_row,
+)
 
 OP_COLUMNS = (
     "operation_id, state, task, provider, api_family, model, transport, adapter_revision, "
@@ -132,36 +145,44 @@ def op_row(op: OperationRecord) -> tuple[Any, ...]:
 def op_from_row(r: Sequence[Any]) -> OperationRecord:
     try:
         source = parse_source(r[6], json.loads(r[16]))
-    except ValueError as exc:
-        raise TamperedStore(f"operation {r[0]}: {exc}") from None
-    return OperationRecord(
-        operation_id=r[0],
-        state=OpState(r[1]),
-        task=r[2],
-        provider=r[3],
-        api_family=r[4],
-        model=r[5],
-        adapter_revision=r[7],
-        tenant=r[8],
-        subject=r[9],
-        registry_name=r[10],
-        registry_revision=r[11],
-        registry_path=r[12],
-        registry_sha256=r[13],
-        policy_revision=r[14],
-        settings=json.loads(r[15]),
-        source=source,
-        guards=Guards(**json.loads(r[17])),
-        counters=Counters(**json.loads(r[18])),
-        current_turn=r[19],
-        final_text=r[20],
-        reason=r[21],
-        created_at=r[22],
-        updated_at=r[23],
-        deadline_at=r[24],
-        policy_sha256=r[25],
-        divergence_check=None if r[26] is None else json.loads(r[26]),
-    )
+    except BAD_VALUE as exc:
+        column = "source_json" if r[6] in TRANSPORTS else "transport"
+        raise tampered(OPERATIONS, r, column, reason_of(exc)) from None
+    try:
+        # the engine and the report parse these later: a bad one is refused here, by name
+        parse_iso(r[22])
+        parse_iso(r[23])
+        parse_iso(r[24])
+        return OperationRecord(
+            operation_id=r[0],
+            state=OpState(r[1]),
+            task=r[2],
+            provider=r[3],
+            api_family=r[4],
+            model=r[5],
+            adapter_revision=r[7],
+            tenant=r[8],
+            subject=r[9],
+            registry_name=r[10],
+            registry_revision=r[11],
+            registry_path=r[12],
+            registry_sha256=r[13],
+            policy_revision=r[14],
+            settings=json.loads(r[15]),
+            source=source,
+            guards=Guards(**json.loads(r[17])),
+            counters=Counters(**json.loads(r[18])),
+            current_turn=r[19],
+            final_text=r[20],
+            reason=r[21],
+            created_at=r[22],
+            updated_at=r[23],
+            deadline_at=r[24],
+            policy_sha256=r[25],
+            divergence_check=None if r[26] is None else json.loads(r[26]),
+        )
+    except BAD_VALUE as exc:
+        raise tampered_row(OPERATIONS, r, exc) from None
 
 
 def call_row(c: CallRecord) -> tuple[Any, ...]:
@@ -190,29 +211,115 @@ def call_row(c: CallRecord) -> tuple[Any, ...]:
 
 
 def call_from_row(r: Sequence[Any]) -> CallRecord:
-    return CallRecord(
-        operation_id=r[0],
-        turn_idx=r[1],
-        seq=r[2],
-        response_id=r[3],
-        call_id=r[4],
-        name=r[5],
-        raw_arguments=r[6],
-        arguments=load(r[7]),
-        argument_error=r[8],
-        state=CallState(r[9]),
-        idempotency_key=r[10],
-        arguments_sha256=r[11],
-        tool_sha256=r[12],
-        approval_id=r[13],
-        model_result=load(r[14]),
-        protected_audit=load(r[15]),
-        started_at=r[16],
-        finished_at=r[17],
-        result_sha256=r[18],
-        call_binding_sha256=r[19],
-    )
+    try:
+        return CallRecord(
+            operation_id=r[0],
+            turn_idx=r[1],
+            seq=r[2],
+            response_id=r[3],
+            call_id=r[4],
+            name=r[5],
+            raw_arguments=r[6],
+            arguments=load(r[7]),
+            argument_error=r[8],
+            state=CallState(r[9]),
+            idempotency_key=r[10],
+            arguments_sha256=r[11],
+            tool_sha256=r[12],
+            approval_id=r[13],
+            model_result=load(r[14]),
+            protected_audit=load(r[15]),
+            started_at=r[16],
+            finished_at=r[17],
+            result_sha256=r[18],
+            call_binding_sha256=r[19],
+        )
+    except BAD_VALUE as exc:
+        raise tampered_row(CALLS, r, exc) from None
 
 
 def apr_from_row(r: Sequence[Any]) -> ApprovalRecord:
-    return ApprovalRecord(**dict(zip(APR_NAMES, r, strict=True)))
+    try:
+        parse_iso(r[12])  # expires_at: parsed again when the approval is decided or resumed
+        return ApprovalRecord(**dict(zip(APR_NAMES, r, strict=True)))
+    except BAD_VALUE as exc:
+        raise tampered_row(APPROVALS, r, exc) from None
+
+
+TURN_COLUMNS = (
+    "operation_id, idx, response_id, outcome, finish_reason, text, detail, request_sha256,"
+    " response_sha256, usage_json, error_json, created_at"
+)
+TURN_NAMES = tuple(c.strip() for c in TURN_COLUMNS.split(","))
+
+
+def turn_from_row(r: Sequence[Any]) -> TurnRecord:
+    try:
+        parse_iso(r[11])  # created_at: the report times each answer by it
+        return TurnRecord(
+            operation_id=r[0],
+            idx=r[1],
+            response_id=r[2],
+            outcome=TurnOutcome(r[3]),
+            finish_reason=r[4],
+            text=r[5],
+            detail=r[6],
+            request_sha256=r[7],
+            response_sha256=r[8],
+            usage=Usage(**json.loads(r[9])),
+            error=ApiError(**json.loads(r[10])) if r[10] else None,
+            created_at=r[11],
+        )
+    except BAD_VALUE as exc:
+        raise tampered_row(TURNS, r, exc) from None
+
+
+# -- rows toolloop did not write ---------------------------------------------------------------
+#
+# A store file is writable by whoever can reach it, so a row may hold what toolloop never
+# writes. Its conversion above fails as it would anyway; only then is the row looked at again,
+# to say which column holds what, so a row that reads cleanly pays for a ``try`` and no more.
+
+OPERATIONS = Table(
+    "operations",
+    OP_NAMES,
+    "operation {operation_id}",
+    {
+        "state": OpState,
+        "settings_json": json.loads,
+        "guards_json": json_object,
+        "counters_json": json_object,
+        "divergence_json": load,
+        "created_at": parse_iso,
+        "updated_at": parse_iso,
+        "deadline_at": parse_iso,
+    },
+)
+CALLS = Table(
+    "calls",
+    CALL_NAMES,
+    "call {call_id} of operation {operation_id}",
+    {
+        "state": CallState,
+        "arguments_json": load,
+        "model_result_json": load,
+        "protected_audit_json": load,
+    },
+)
+APPROVALS = Table(
+    "approvals",
+    APR_NAMES,
+    "approval {approval_id} of operation {operation_id}",
+    {"expires_at": parse_iso},
+)
+TURNS = Table(
+    "turns",
+    TURN_NAMES,
+    "turn {idx} of operation {operation_id}",
+    {
+        "outcome": TurnOutcome,
+        "usage_json": json_object,
+        "error_json": partial(json_object, nullable=True),
+        "created_at": parse_iso,
+    },
+)

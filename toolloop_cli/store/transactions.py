@@ -73,6 +73,8 @@ class TransactionalStore:
         self._blob_hashes = "blob_hashes" if self.postgres else "blobs"
         self._add_blob = _ADD_BLOB_PG if self.postgres else _ADD_BLOB
         self._tools_cache: tuple[Sequence[ToolSpec], str] | None = None
+        #: (kind, key) -> the row as the last read of it found it (``check_logged(as_read=)``)
+        self._last_read: dict[tuple[str, tuple[Any, ...]], dict[str, Any]] = {}
 
     @property
     def data_dir(self) -> Path:
@@ -312,6 +314,12 @@ class TransactionalStore:
     def audit_head(self) -> tuple[int, str]:
         """``(seq, chain_sha256)`` of the last audit record; ``(0, GENESIS)`` when empty."""
         return self._audit.head()
+
+    def _remember_read(self, kind: str, key: tuple[Any, ...], row: dict[str, Any]) -> None:
+        """Keep the row a read found (a few: the ones a check may ask for next)."""
+        if len(self._last_read) >= 16:
+            self._last_read.clear()
+        self._last_read[(kind, key)] = row
 
     def _unless_held(self) -> None:
         """A write made outside a transaction (none of the engine's) is written at once."""

@@ -16,7 +16,7 @@ from dataclasses import asdict, fields
 from datetime import datetime
 from typing import Any
 
-from toolloop_cli.engine.clock import parse_iso
+from toolloop_cli.engine.clock import MAX_SPAN_S, parse_iso
 from toolloop_cli.tools.registry import Policy
 
 __all__ = [
@@ -106,6 +106,7 @@ def policy_from_document(document: object) -> Policy:
         and isinstance(approvers, list)
         and all(isinstance(a, str) for a in approvers)
         and type(ttl) is int
+        and 0 < ttl <= MAX_SPAN_S
         and isinstance(forbid, bool)
     ):
         raise ValueError(f"not a policy document: {str(document)[:120]}")

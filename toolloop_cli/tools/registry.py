@@ -22,6 +22,7 @@ from typing import Any, cast
 import yaml
 
 from toolloop_cli.audit.canonical import sha256_of
+from toolloop_cli.engine.clock import MAX_SPAN_S
 from toolloop_cli.errors import RegistryError
 from toolloop_cli.strict_json import MAX_ARGUMENT_BYTES
 from toolloop_cli.tools import http_tool, mcp_registry, strict_yaml
@@ -103,6 +104,9 @@ def _analyse(path: Path, import_handlers: bool) -> tuple[Registry | None, list[P
     defaults = doc.get("defaults", {})
     if not isinstance(defaults, dict):
         problems.append(("defaults", "must be a mapping"))
+    else:
+        declared = doc.get("tools")
+        _check_defaults(defaults, set(declared) if isinstance(declared, dict) else set(), problems)
     needing = [t.name for t in tools.values() if t.approval == "always"]
     if needing and not policy.approvers and "policy" in doc:
         problems.append(("policy.approvers", f"is empty, but {', '.join(needing)} need approval"))
@@ -115,6 +119,32 @@ def _analyse(path: Path, import_handlers: bool) -> tuple[Registry | None, list[P
     return registry, []
 
 
+def _check_defaults(value: dict[Any, Any], tools: set[Any], out: list[Problem]) -> None:
+    """The guards a registry sets for its operations, checked as a run would take them:
+    known names, values the guards accept, per-tool limits only for this registry's tools."""
+    from pydantic import ValidationError
+
+    from toolloop_cli.engine.records import Guards
+
+    known = {k: v for k, v in value.items() if k in Guards.model_fields}
+    names = ", ".join(sorted(Guards.model_fields))
+    for k in value:
+        if k not in known:
+            out.append((f"defaults.{k}", f"unknown guard (known: {names})"))
+    try:
+        Guards(**known)
+    except ValidationError as exc:
+        for err in exc.errors():
+            out.append(("defaults." + ".".join(str(p) for p in err["loc"]), err["msg"]))
+    per_tool = known.get("max_calls_per_tool")
+    if isinstance(per_tool, dict):
+        out.extend(
+            (f"defaults.max_calls_per_tool.{name}", "not a tool of this registry")
+            for name in per_tool
+            if name not in tools
+        )
+
+
 def _check_policy(value: object, present: bool, problems: list[Problem]) -> Policy:
     fallback = Policy("", (), 3600, True)
     if not isinstance(value, dict):
@@ -125,7 +155,7 @@ def _check_policy(value: object, present: bool, problems: list[Problem]) -> Poli
     return Policy(
         revision=_get(value, "revision", "policy", problems, "str", ""),
         approvers=tuple(_get(value, "approvers", "policy", problems, "names", [])),
-        approval_ttl_s=_get(value, "approval_ttl_s", "policy", problems, "count", 3600),
+        approval_ttl_s=_get(value, "approval_ttl_s", "policy", problems, "span", 3600),
         forbid_self_approval=_get(value, "forbid_self_approval", "policy", problems, "bool", True),
     )
 
@@ -308,6 +338,10 @@ _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {  # kind: (test, what it
     "str": (_text, "a non-empty string"),
     "description": (lambda v: v is None or isinstance(v, str), "a string (it may be empty)"),
     "count": (lambda v: type(v) is int and v > 0, "a positive integer"),
+    "span": (
+        lambda v: type(v) is int and 0 < v <= MAX_SPAN_S,
+        f"a positive integer of at most {MAX_SPAN_S} (seconds: 10 years)",
+    ),
     "argument_cap": (
         lambda v: type(v) is int and 0 < v <= MAX_ARGUMENT_BYTES,
         f"a positive integer of at most {MAX_ARGUMENT_BYTES} (1 MiB)",

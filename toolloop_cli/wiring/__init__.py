@@ -228,7 +228,10 @@ def base_url(provider: str) -> str:
     from toolloop_cli.adapters.live import plaintext_host
 
     info = PROVIDERS[provider]
-    url = (info.base_env and os.environ.get(info.base_env)) or info.base_url
+    given = info.base_env and os.environ.get(info.base_env)
+    if given:  # the built-in URLs are known good (the scripted one is not http)
+        _check_url(info.base_env, given)
+    url = given or info.base_url
     host = plaintext_host(url)
     if host is not None and not _insecure_http_allowed():
         raise UsageError(
@@ -236,6 +239,20 @@ def base_url(provider: str) -> str:
             "would travel unencrypted; use https://, or set TOOLLOOP_ALLOW_INSECURE_HTTP=1"
         )
     return url
+
+
+def _check_url(name: str, url: str) -> None:
+    """An http(s) URL with a host (nothing else can be sent to); the URL is not echoed, as
+    it may carry credentials."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host, _ = parts.hostname, parts.port  # each raises on a malformed host or port
+    except ValueError as exc:
+        raise UsageError(f"{name} is not a valid URL: {exc}") from None
+    if parts.scheme.lower() not in ("http", "https") or not host:
+        raise UsageError(f"{name} must be an http:// or https:// URL with a host")
 
 
 def stored_base_url(provider: str, stored: str | None) -> str | None:

@@ -58,7 +58,7 @@ def _decided(deps: Deps, call: CallRecord, now: datetime, waiting: list[str]) ->
         return call
     # a decision is acted on only as it was recorded: one written around toolloop (or an
     # expiry moved) runs nothing
-    deps.store.check_logged("approval", apr.operation_id, [apr.approval_id], as_read=True)
+    deps.store.check_approval_logged(apr.approval_id)
     if apr.status is ApprovalStatus.PENDING or (apr.status is ApprovalStatus.APPROVED and expired):
         if apr.status is ApprovalStatus.PENDING:
             deps.store.decide_approval(

@@ -278,8 +278,6 @@ class StorePort(Protocol):
         """The binding the audit log last recorded for each (response id, call id) given."""
         ...
 
-    def check_logged(
-        self, kind: str, operation_id: str, key: Sequence[Any], *, as_read: bool = False
-    ) -> None:
-        """Raise ``TamperedStore`` unless the row is what the audit log last recorded."""
+    def check_approval_logged(self, approval_id: str) -> None:
+        """Raise ``TamperedStore`` unless the approval is what the audit log last recorded."""
         ...

@@ -45,7 +45,7 @@ def approve(
         with store.transaction():
             # decided only as it was requested: a row written around toolloop (an expiry
             # moved, a digest changed) is refused, not carried into the log by the decision
-            store.check_logged("approval", apr.operation_id, [approval_id])
+            store.check_approval_logged(approval_id)
             status = ApprovalStatus.DENIED if deny else ApprovalStatus.APPROVED
             store.decide_approval(approval_id, status, subject, iso(now), reason)
             store.log_transition(

@@ -97,12 +97,7 @@ _LOG = "SELECT * FROM audit_log ORDER BY seq"
 def _log_rows(store: Store) -> Iterator[Row]:
     """The audit log's rows in ``seq`` order, as the query steps through them."""
     try:
-        cur = store.conn.execute(_LOG)
-        names = [d[0] for d in cur.description]
-        for values in cur:
-            row = dict(zip(names, values, strict=True))
-            row.pop("rowid", None)  # see _select
-            yield row
+        yield from _rows(store.conn, _LOG)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read store {store.location}: {exc}") from exc
 
@@ -130,15 +125,21 @@ def _exists(store: Store, operation_id: str) -> bool:
 
 
 def _select(conn: Connection, sql: str) -> list[Row]:
-    """Rows as dicts; ``rowid`` is left out: on PostgreSQL it is the column that stands in
-    for SQLite's implicit rowid (an order, never part of a row's content)."""
+    return list(_rows(conn, sql))
+
+
+def _rows(conn: Connection, sql: str) -> Iterator[Row]:
+    """Rows as dicts, as the query steps through them; ``rowid`` is left out: on PostgreSQL
+    it is the column that stands in for SQLite's implicit rowid (an order, never part of a
+    row's content)."""
     cur = conn.execute(sql)
     names = [d[0] for d in cur.description]
-    rows = [dict(zip(names, r, strict=True)) for r in cur]
-    if "rowid" in names:
-        for row in rows:
+    drop = "rowid" in names
+    for values in cur:
+        row = dict(zip(names, values, strict=True))
+        if drop:
             del row["rowid"]
-    return rows
+        yield row
 
 
 class _Requests:

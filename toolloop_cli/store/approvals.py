@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Sequence
 from typing import Any
 
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex
@@ -13,30 +11,13 @@ from toolloop_cli.engine.states import ApprovalStatus
 from toolloop_cli.engine.types import JSONObject
 from toolloop_cli.errors import AlreadyDecided, OperationNotFound, StoreError, TamperedStore
 
+from .logged import unlogged_columns
 from .rows import APR_COLUMNS, APR_NAMES, apr_from_row
 from .transactions import TransactionalStore
-from .unreadable import unreadable
 
 
 class ApprovalStore(TransactionalStore):
     """The approvals a store holds (a part of ``Store``)."""
-
-    def _read(self, table: str, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        """Every row ``sql`` selects from ``table``. SQLite decodes text as rows are fetched,
-        so a column holding bytes that are not UTF-8 fails the fetch: that, and any other
-        failed read, is a ``StoreError`` (``store/unreadable.py``), never a raw ``sqlite3``
-        one."""
-        try:
-            return self.conn.execute(sql, args).fetchall()
-        except sqlite3.Error as exc:
-            raise unreadable(table, self.location, exc) from exc
-
-    def _read_one(self, table: str, sql: str, args: Sequence[Any] = ()) -> Any:
-        """The first row ``sql`` selects from ``table`` (None: none), read as ``_read`` does."""
-        try:
-            return self.conn.execute(sql, args).fetchone()
-        except sqlite3.Error as exc:
-            raise unreadable(table, self.location, exc) from exc
 
     def insert_approval(self, apr: ApprovalRecord, policy: JSONObject | None = None) -> None:
         """Record an approval request; ``policy`` is the block its ``policy_sha256`` pins."""
@@ -69,8 +50,26 @@ class ApprovalStore(TransactionalStore):
             raise OperationNotFound(f"no approval {approval_id} in store {self.location}")
         apr = apr_from_row(row)
         self._audit.read("approval", apr.model_dump())
-        self._remember_read("approval", (approval_id,), dict(zip(APR_NAMES, row, strict=True)))
         return apr
+
+    def check_approval_logged(self, approval_id: str) -> None:
+        """Refuse an approval written around toolloop: it must be what the audit log last
+        recorded for it (``logged.py``). Asked before a decision is made and before one is
+        applied, so a forged decision or a moved expiry runs nothing."""
+        key = [approval_id]
+        if self.conn.in_transaction and self._audit.writes("approval", key):
+            return  # written by this transaction: what it wrote is what it logs
+        values = self._approval_row(approval_id)
+        if values is None:
+            return  # a missing approval is the reader's error to report
+        row = dict(zip(APR_NAMES, values, strict=True))
+        differ = unlogged_columns(self.conn, str(row["operation_id"]), "approval", key, row)
+        if differ:
+            raise TamperedStore(
+                f"approval {approval_id} in store {self.location}: {', '.join(differ)} not as"
+                " the audit log last recorded (the row was written around toolloop); nothing"
+                " was run: run `toolloop verify`"
+            )
 
     def _approval_row(self, approval_id: str) -> tuple[Any, ...] | None:
         sql = f"SELECT {APR_COLUMNS} FROM approvals WHERE approval_id = ?"

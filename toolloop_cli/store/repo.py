@@ -13,18 +13,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex
-from toolloop_cli.audit.hashing import KINDS
 from toolloop_cli.engine.records import CallRecord, OperationRecord, TurnRecord
 from toolloop_cli.engine.states import CallState, OpState
 from toolloop_cli.engine.types import MAX_BODY_BYTES, JSONObject, ToolSpec
-from toolloop_cli.errors import OperationNotFound, StoreError, TamperedStore
+from toolloop_cli.errors import OperationNotFound, StoreError
 
 from .approvals import ApprovalStore
 from .audit_writer import bindings_in
 from .held import CALLS, OPERATIONS, TRANSITIONS
-from .logged import unlogged_columns
 from .rows import (
-    APR_NAMES,
     CALL_COLUMNS,
     CALL_NAMES,
     OP_COLUMNS,
@@ -64,9 +61,7 @@ class Store(ApprovalStore):
         )
         if row is None or (tenant is not None and row[8] != tenant):
             raise OperationNotFound(f"no operation {operation_id} in store {self.location}")
-        read = dict(zip(OP_NAMES, row, strict=True))
-        self._audit.read("operation", read)
-        self._remember_read("operation", (operation_id,), read)
+        self._audit.read("operation", dict(zip(OP_NAMES, row, strict=True)))
         return op_from_row(row)
 
     def list_operations(self, tenant: str | None = None, limit: int = 50) -> list[OperationRecord]:
@@ -330,41 +325,6 @@ class Store(ApprovalStore):
         return [call_from_row(found[at]) for at in sorted(found)]
 
     # -- audit ------------------------------------------------------------------------------------
-
-    def check_logged(
-        self, kind: str, operation_id: str, key: Sequence[Any], *, as_read: bool = False
-    ) -> None:
-        """Refuse a row of ``kind`` (an operation, an approval) written around toolloop: it
-        must be what the audit log last recorded for it (``logged.py``). Asked before acting
-        on a row another process wrote, so a forged decision or state runs nothing.
-
-        ``as_read``: the row as this store's last read of it found it (the caller just read
-        it and acts on that), not read again.
-        """
-        if self.conn.in_transaction and self._audit.writes(kind, list(key)):
-            return  # written by this transaction: what it wrote is what it logs
-        row = self._last_read.get((kind, tuple(key))) if as_read else None
-        if row is None:
-            row = self._audited_columns(kind, key)
-        if row is None:
-            return  # a missing row is the reader's error to report
-        differ = unlogged_columns(self.conn, operation_id, kind, key, row)
-        if differ:
-            raise TamperedStore(
-                f"{kind} {'/'.join(str(k) for k in key)} in store {self.location}: "
-                f"{', '.join(differ)} not as the audit log last recorded (the row was written "
-                "around toolloop); nothing was run: run `toolloop verify`"
-            )
-
-    def _audited_columns(self, kind: str, key: Sequence[Any]) -> dict[str, Any] | None:
-        """The columns of a row that its audit records hold, read now."""
-        columns = {"operation": OP_NAMES, "approval": APR_NAMES}[kind]
-        table = KINDS[kind]
-        self._write_held(_OPS if kind == "operation" else frozenset())
-        where = " AND ".join(f"{c} = ?" for c in table.key)
-        sql = f"SELECT {', '.join(columns)} FROM {table.table} WHERE {where}"
-        values = self._read_one(table.table, sql, tuple(key))
-        return None if values is None else dict(zip(columns, values, strict=True))
 
     def audited_binding(self, operation_id: str, response_id: str, call_id: str) -> str | None:
         """The ``call_binding_sha256`` the audit log last recorded for a call (or None)."""

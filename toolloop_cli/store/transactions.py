@@ -24,6 +24,7 @@ from .audit_writer import AuditWriter
 from .connection import Connection
 from .durability import Durability
 from .held import ALL, HeldWrites
+from .unreadable import unreadable
 
 
 class TransactionalStore:
@@ -73,8 +74,6 @@ class TransactionalStore:
         self._blob_hashes = "blob_hashes" if self.postgres else "blobs"
         self._add_blob = _ADD_BLOB_PG if self.postgres else _ADD_BLOB
         self._tools_cache: tuple[Sequence[ToolSpec], str] | None = None
-        #: (kind, key) -> the row as the last read of it found it (``check_logged(as_read=)``)
-        self._last_read: dict[tuple[str, tuple[Any, ...]], dict[str, Any]] = {}
 
     @property
     def data_dir(self) -> Path:
@@ -299,6 +298,23 @@ class TransactionalStore:
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot write to store {self.location}: {exc}") from exc
 
+    def _read(self, table: str, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """Every row ``sql`` selects from ``table``. SQLite decodes text as rows are fetched,
+        so a column holding bytes that are not UTF-8 fails the fetch: that, and any other
+        failed read, is a ``StoreError`` (``store/unreadable.py``), never a raw ``sqlite3``
+        one."""
+        try:
+            return self.conn.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise unreadable(table, self.location, exc) from exc
+
+    def _read_one(self, table: str, sql: str, args: Sequence[Any] = ()) -> Any:
+        """The first row ``sql`` selects from ``table`` (None: none), read as ``_read`` does."""
+        try:
+            return self.conn.execute(sql, args).fetchone()
+        except sqlite3.Error as exc:
+            raise unreadable(table, self.location, exc) from exc
+
     # -- audit ------------------------------------------------------------------------------------
 
     def audit(self, kind: str, row: dict[str, Any]) -> None:
@@ -314,12 +330,6 @@ class TransactionalStore:
     def audit_head(self) -> tuple[int, str]:
         """``(seq, chain_sha256)`` of the last audit record; ``(0, GENESIS)`` when empty."""
         return self._audit.head()
-
-    def _remember_read(self, kind: str, key: tuple[Any, ...], row: dict[str, Any]) -> None:
-        """Keep the row a read found (a few: the ones a check may ask for next)."""
-        if len(self._last_read) >= 16:
-            self._last_read.clear()
-        self._last_read[(kind, key)] = row
 
     def _unless_held(self) -> None:
         """A write made outside a transaction (none of the engine's) is written at once."""

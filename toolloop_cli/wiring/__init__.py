@@ -28,7 +28,7 @@ from toolloop_cli.engine.ports import (
 from toolloop_cli.engine.records import Guards, OperationRecord
 from toolloop_cli.engine.sources import LiveSource, ReplaySource, TranscriptSource
 from toolloop_cli.engine.types import CallContext, JSONObject, ToolExecution, ToolInfo, ToolSpec
-from toolloop_cli.errors import RegistryError, UsageError
+from toolloop_cli.errors import UsageError
 from toolloop_cli.store import Store
 from toolloop_cli.tools import policy as policy_rules
 from toolloop_cli.tools.context import ToolContext
@@ -382,28 +382,16 @@ def cached_registry(path: str | Path, *, import_handlers: bool = True) -> Regist
 
 
 def build_guards(registry: Registry, overrides: dict[str, Any]) -> Guards:
-    """Built-in defaults, then the registry's ``defaults``, then the command-line flags."""
-    values: dict[str, Any] = {}
-    problems: list[tuple[str, str]] = []
-    for key, value in registry.defaults.items():
-        if key not in Guards.model_fields:
-            known = ", ".join(sorted(Guards.model_fields))
-            problems.append((f"defaults.{key}", f"unknown guard (known: {known})"))
-        else:
-            values[key] = value
-    if problems:
-        raise RegistryError(str(registry.path), problems)
-    try:
-        Guards(**values)
-    except ValidationError as exc:
-        raise RegistryError(str(registry.path), _guard_problems(exc, "defaults.")) from None
+    """Built-in defaults, then the registry's ``defaults``, then the command-line flags.
+
+    The defaults were checked when the registry was loaded (``tools.registry``: a registry
+    whose defaults a run would refuse does not load), so what can fail here is a flag.
+    """
+    values: dict[str, Any] = dict(registry.defaults)
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return Guards(**values)
     except ValidationError as exc:
-        first = _guard_problems(exc, "")[0]
-        raise UsageError(f"guard {first[0]}: {first[1]}") from None
-
-
-def _guard_problems(exc: ValidationError, prefix: str) -> list[tuple[str, str]]:
-    return [(prefix + ".".join(str(p) for p in err["loc"]), err["msg"]) for err in exc.errors()]
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UsageError(f"guard {where}: {first['msg']}") from None

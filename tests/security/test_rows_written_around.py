@@ -116,3 +116,63 @@ def test_the_legitimate_path_is_untouched(waiting: Path, tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     assert json_out(result)["state"] == "COMPLETED"
     assert submit_state(path) == "SUCCEEDED"
+
+
+def turn_count(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    (count,) = conn.execute("SELECT count(*) FROM turns").fetchone()
+    conn.close()
+    return int(count)
+
+
+@pytest.mark.parametrize("turn", [0, 7])
+def test_a_waiting_call_moved_out_of_its_turn_is_never_skipped(
+    waiting: Path, tmp_path: Path, turn: int
+) -> None:
+    """Moved to an earlier or a later turn, the refund waiting for its approval would be left
+    behind as its turn's results go back (never run, never answered): the operation stops
+    ESCALATED naming it, before any request is sent."""
+    path = copy_of(waiting, tmp_path)
+    op, apr = ids(path)
+    write_around(path, f"UPDATE calls SET turn_idx = {turn} WHERE name = 'submit_refund'")
+    turns = turn_count(path)
+    result = runner.invoke(
+        app, ["approve", apr, "--as", "ops-lead", "--resume", "--store", str(path), "--json"]
+    )
+    out = json_out(result)
+    assert result.exit_code == 16, out
+    assert out["state"] == "ESCALATED"
+    assert "integrity check failed: call " in out["reason"]
+    assert f"(turn {turn}) is still WAITING_APPROVAL" in out["reason"]
+    assert submit_state(path) == "WAITING_APPROVAL"  # the refund was neither run nor dropped
+    assert turn_count(path) == turns  # no further request went to the model
+
+
+@pytest.mark.parametrize(
+    ("sql", "problem"),
+    [
+        (
+            "UPDATE calls SET turn_idx = 2 WHERE name = 'get_order'",
+            "the calls of turn 2 name more than one response",
+        ),
+        (
+            "UPDATE calls SET seq = 1 WHERE name = 'submit_refund'",
+            "the calls of turn 2 are not numbered 0 to 0",
+        ),
+    ],
+    ids=["a call of another turn moved in", "renumbered"],
+)
+def test_a_turn_that_is_not_one_answers_calls_is_not_answered(
+    waiting: Path, tmp_path: Path, sql: str, problem: str
+) -> None:
+    path = copy_of(waiting, tmp_path)
+    op, apr = ids(path)
+    write_around(path, sql)
+    turns = turn_count(path)
+    result = runner.invoke(
+        app, ["approve", apr, "--as", "ops-lead", "--resume", "--store", str(path), "--json"]
+    )
+    out = json_out(result)
+    assert out["state"] == "ESCALATED", out
+    assert problem in out["reason"]
+    assert turn_count(path) == turns

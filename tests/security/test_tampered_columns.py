@@ -58,6 +58,8 @@ TAMPERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("calls", "arguments_json"): (BAD_JSON, NUMBER, NOT_UTF8),
     ("calls", "model_result_json"): (BAD_JSON, NUMBER, NOT_UTF8),
     ("calls", "protected_audit_json"): (BAD_JSON, NUMBER, NOT_UTF8),
+    ("calls", "started_at"): (NUMBER, NOT_A_TIME, NOT_UTF8),
+    ("calls", "finished_at"): (NUMBER, NOT_A_TIME, NOT_UTF8),
     ("approvals", "status"): (BAD_JSON, NUMBER, NOT_UTF8),
     ("approvals", "expires_at"): (BAD_JSON, NUMBER, NOT_A_TIME, NOT_UTF8),
     ("approvals", "approval_id"): (NULL,),
@@ -235,3 +237,24 @@ def test_verify_reports_an_id_column_holding_bytes_as_text(
     result, out = invoke(demo, tmp_path, store, "verify")
     assert result.exit_code == 20, out
     assert not out["ok"] and out["mismatches"]
+
+
+@pytest.mark.parametrize("value", [NOT_A_TIME, NUMBER])
+@pytest.mark.parametrize("column", ["at", "source", "target", "kind"])
+def test_a_tampered_state_log_entry_is_refused_by_name_where_it_is_read(
+    demo: Demo, tmp_path: Path, column: str, value: str
+) -> None:
+    """The state log times the report and the traces: an entry toolloop never writes is a
+    ``TamperedStore`` naming ``transitions.<column>``, before anything is written or sent."""
+    store = tampered_copy(demo, tmp_path, "transitions", column, value)
+    report = tmp_path / "report.html"
+    for args in (
+        ["report", demo.paused, "--output", str(report)],
+        ["export-otel", demo.paused, "--endpoint", "http://127.0.0.1:9"],
+    ):
+        result = runner.invoke(command_line, [*args, "--store", str(store), "--json"])
+        out = json.loads(result.stdout)
+        assert result.exit_code == 2, (args, out)
+        assert out["error_type"] == "TamperedStore", (args, out)
+        assert f"transitions.{column}" in out["error"], (args, out)
+    assert not report.exists()

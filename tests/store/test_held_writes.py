@@ -14,6 +14,7 @@ import pytest
 from support.clock import FakeClock
 from support.stores import behind_its_back, start
 
+from toolloop_cli.engine.clock import iso
 from toolloop_cli.engine.records import CallRecord
 from toolloop_cli.engine.states import CallState
 from toolloop_cli.errors import StoreError
@@ -38,7 +39,7 @@ def test_reads_inside_a_transaction_see_its_held_writes(store_path: Path, clock:
         moved = call.model_copy(update={"state": CallState.DENIED})
         store.save_call(moved, call.state)
         store.log_transition(
-            op_id, "call", call.state, "DENIED", clock.now().isoformat(), "test", call.call_id
+            op_id, "call", call.state, "DENIED", iso(clock.now()), "test", call.call_id
         )
         store.save_operation(op.model_copy(update={"reason": "held"}), op.state)
         assert _stored(store, call).state == CallState.DENIED
@@ -47,8 +48,9 @@ def test_reads_inside_a_transaction_see_its_held_writes(store_path: Path, clock:
         log = store.transitions(op_id)
         assert len(log) == before + 1 and log[-1]["target"] == "DENIED"
         # written by the read, the later write of the same row is still checked and kept
-        store.save_call(moved.model_copy(update={"finished_at": "again"}), CallState.DENIED)
-    assert _stored(store, call).finished_at == "again"
+        again = iso(clock.now())
+        store.save_call(moved.model_copy(update={"finished_at": again}), CallState.DENIED)
+    assert _stored(store, call).finished_at == again
 
 
 def test_a_held_write_whose_row_moved_on_undoes_the_whole_transaction(
@@ -66,9 +68,7 @@ def test_a_held_write_whose_row_moved_on_undoes_the_whole_transaction(
         )
     with pytest.raises(StoreError, match="no longer in the state it was read in"):
         with store.transaction():
-            store.log_transition(
-                op_id, "operation", op.state, "FAILED", clock.now().isoformat(), "test"
-            )
+            store.log_transition(op_id, "operation", op.state, "FAILED", iso(clock.now()), "test")
             store.save_operation(op.model_copy(update={"reason": "never"}), op.state)
             store.save_call(call.model_copy(update={"state": CallState.DENIED}), call.state)
     assert store.transitions(op_id) == log
@@ -76,9 +76,7 @@ def test_a_held_write_whose_row_moved_on_undoes_the_whole_transaction(
     assert _stored(store, call).state == "EXPIRED"
     # the store is usable after the refusal: the next transaction commits
     with store.transaction():
-        store.log_transition(
-            op_id, "operation", op.state, op.state, clock.now().isoformat(), "after"
-        )
+        store.log_transition(op_id, "operation", op.state, op.state, iso(clock.now()), "after")
     assert store.transitions(op_id)[-1]["reason"] == "after"
 
 
@@ -91,7 +89,7 @@ def test_held_transitions_keep_their_order_and_new_ids_across_transactions(
         with store.transaction():
             for n in range(4):
                 store.log_transition(
-                    op_id, "operation", "X", "X", clock.now().isoformat(), f"{batch}.{n}"
+                    op_id, "operation", "EXECUTING", "EXECUTING", iso(clock.now()), f"{batch}.{n}"
                 )
     reasons = [t["reason"] for t in store.transitions(op_id)][-12:]
     assert reasons == [f"{b}.{n}" for b in range(3) for n in range(4)]

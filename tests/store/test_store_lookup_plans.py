@@ -6,12 +6,15 @@ how many calls the operation has made.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from toolloop_cli.engine.states import CALL_TRANSITIONS
 from toolloop_cli.store import open_store
-from toolloop_cli.store.repo import earlier_calls_query
+from toolloop_cli.store.migrations import OPEN_CALLS_WHERE
+from toolloop_cli.store.repo import TURN_AND_UNSETTLED, earlier_calls_query
 from toolloop_cli.store.rows import CALL_COLUMNS
 
 LOOKUPS = {
@@ -94,3 +97,25 @@ def test_a_postgresql_store_keeps_the_one_audit_log_index_by_operation(
     ).fetchall()
     store.close()
     assert {name for (name,) in found} == {"audit_log_pkey", "audit_log_op_seq"}
+
+
+def test_a_turns_calls_and_the_unsettled_ones_are_two_seeks_whatever_the_run_length(
+    tmp_path: Path,
+) -> None:
+    """``Store.turn_and_unsettled_calls`` runs once per turn: the turn's calls through
+    ``calls_turn``, the others through ``calls_open``, which holds only calls in a state they
+    may still leave, so a long run's settled calls cost nothing."""
+    store = open_store(tmp_path / "store.db")
+    rows = store.conn.execute(f"EXPLAIN QUERY PLAN {TURN_AND_UNSETTLED}", ("op", 3) * 2)
+    plan = " | ".join(row[3] for row in rows)
+    store.close()
+    assert "USING INDEX calls_turn" in plan, plan
+    assert "USING INDEX calls_open" in plan, plan
+    assert "SCAN" not in plan, plan
+
+
+def test_the_open_call_states_are_every_state_a_call_may_still_leave() -> None:
+    """The partial index's condition is written out in its migration; it must name exactly
+    the call states with a way out."""
+    named = set(re.findall(r"'([A-Z_]+)'", OPEN_CALLS_WHERE))
+    assert named == {state.value for state, nexts in CALL_TRANSITIONS.items() if nexts}

@@ -243,12 +243,19 @@ class StorePort(Protocol):
 
     def calls(self, operation_id: str, turn_idx: int | None = None) -> list[CallRecord]: ...
 
+    def turn_and_unsettled_calls(
+        self, operation_id: str, turn_idx: int
+    ) -> tuple[list[CallRecord], list[CallRecord]]:
+        """The calls of one turn in order, and the operation's calls of other turns still in
+        a state they may leave (in turn order), read together."""
+        ...
+
     def get_call(self, operation_id: str, response_id: str, call_id: str) -> CallRecord | None:
         """The one call a (response id, call id) pair names: ids are unique per response only."""
         ...
 
     def calls_of_response(
-        self, operation_id: str, response_id: str, call_ids: Sequence[str]
+        self, operation_id: str, response_id: str, call_ids: Sequence[str] | None = None
     ) -> list[CallRecord]: ...
 
     def earlier_calls(

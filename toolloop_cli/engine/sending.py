@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from toolloop_cli.audit.binding import check_result_set
+from toolloop_cli.errors import StoreError
 
 from . import envelopes
-from .context import Deps, call_binding_inputs, op_binding, transition, turn_calls
+from .context import Deps, call_binding_inputs, op_binding, transition
 from .records import CallRecord, OperationRecord
 from .states import CALL_HAS_RESULT, OpState
 from .types import ResultForModel
@@ -26,9 +27,13 @@ def send_back(deps: Deps, op: OperationRecord) -> tuple[OperationRecord, None]:
     log. Any failure stops the operation ESCALATED before a request is sent: an integrity
     failure needs a person, not a retry (docs/audit.md).
     """
-    calls = turn_calls(deps, op)  # never the records in hand: what is sent is what is stored
+    if op.current_turn is None:
+        raise StoreError(f"operation {op.operation_id} has no current turn")
+    # never the records in hand: what is sent is what is stored
+    calls, unsettled = deps.store.turn_and_unsettled_calls(op.operation_id, op.current_turn)
     results = results_for_model(calls, lambda name: _provider_type(deps, name))
-    problems = check_result_set(op_binding(op), [call_binding_inputs(c) for c in calls], results)
+    problems = _turn_problems(op, calls, unsettled)
+    problems += check_result_set(op_binding(op), [call_binding_inputs(c) for c in calls], results)
     bound = [c for c in calls if c.call_binding_sha256 is not None]
     audited = deps.store.audited_bindings(
         op.operation_id, [(c.response_id, c.call_id) for c in bound]
@@ -47,6 +52,29 @@ def send_back(deps: Deps, op: OperationRecord) -> tuple[OperationRecord, None]:
         deps.store.append_items(op.operation_id, items)
         sent = f"{len(calls)} result(s) sent back"
         return transition(deps, op, OpState.MODEL_REQUESTED, sent), None
+
+
+def _turn_problems(
+    op: OperationRecord, calls: Sequence[CallRecord], unsettled: Sequence[CallRecord]
+) -> list[str]:
+    """Why the stored turn is not one answer's calls, whole and settled ([] if it is).
+
+    A turn that proposed tools holds its calls numbered from 0, all of one response (or none:
+    Anthropic's ``pause_turn`` is continued by a turn with no calls); and once its results go
+    back, no call of the operation may be left unsettled: a call moved out of its turn by hand
+    would otherwise never run, never be answered, and never be asked about.
+    """
+    turn = op.current_turn
+    problems: list[str] = []
+    if len({c.response_id for c in calls}) > 1:
+        problems.append(f"the calls of turn {turn} name more than one response")
+    if [c.seq for c in calls] != list(range(len(calls))):
+        problems.append(f"the calls of turn {turn} are not numbered 0 to {len(calls) - 1}")
+    problems += [
+        f"call {c.call_id} of response {c.response_id} (turn {c.turn_idx}) is still {c.state.value}"
+        for c in unsettled
+    ]
+    return problems
 
 
 def results_for_model(

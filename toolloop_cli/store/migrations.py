@@ -294,6 +294,23 @@ def _drop_audit_log_op_index(db: Database) -> None:
     db.execute("DROP INDEX IF EXISTS audit_log_op")
 
 
+#: calls not yet settled: every state a call may still leave (``engine.states``)
+OPEN_CALLS_WHERE = (
+    "state IN ('PROPOSED', 'WAITING_APPROVAL', 'APPROVED', 'EXECUTING', 'UNKNOWN_OUTCOME')"
+)
+OPEN_CALLS_INDEX = (
+    f"CREATE INDEX calls_open ON calls(operation_id, turn_idx, seq) WHERE {OPEN_CALLS_WHERE}"
+)
+
+
+@migrations(name="open_calls_index")
+def _open_calls_index(db: Database) -> None:
+    """Before a turn's results go back, no call of the operation may be left unsettled (one
+    moved out of its turn would be skipped for good): a partial index holds only those, so
+    the check is a seek, whatever the length of the run."""
+    db.execute(OPEN_CALLS_INDEX)
+
+
 def apply(db: Database) -> None:
     """Bring a store up to the current schema (each step in its own transaction)."""
     migrations.apply(db)

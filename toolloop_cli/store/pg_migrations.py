@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from .connection import Connection
+from .migrations import OPEN_CALLS_INDEX
 
 _SCHEMA = """
 CREATE TABLE operations (
@@ -243,6 +244,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     # batch records name no call: audit_log_op_seq serves every read by operation
     Migration("0004_drop_audit_log_op_index", _statements("DROP INDEX IF EXISTS audit_log_op")),
+    # calls not yet settled, looked up before a turn's results go back (``migrations.py``)
+    Migration("0005_open_calls_index", _statements(OPEN_CALLS_INDEX)),
 )
 
 _LOG = (

@@ -21,9 +21,11 @@ from toolloop_cli.errors import OperationNotFound, StoreError
 from .approvals import ApprovalStore
 from .audit_writer import bindings_in
 from .held import CALLS, OPERATIONS, TRANSITIONS
+from .migrations import OPEN_CALLS_WHERE
 from .rows import (
     CALL_COLUMNS,
     CALL_NAMES,
+    LOGGED_NAMES,
     OP_COLUMNS,
     OP_NAMES,
     TURN_COLUMNS,
@@ -32,6 +34,7 @@ from .rows import (
     dump,
     op_from_row,
     op_row,
+    transition_from_row,
     turn_from_row,
 )
 
@@ -121,12 +124,10 @@ class Store(ApprovalStore):
         self._write_held(_TRANSITIONS)
         rows = self._read(
             "transitions",
-            "SELECT kind, call_id, source, target, reason, at, response_id FROM transitions"
-            " WHERE operation_id = ? ORDER BY id",
+            f"SELECT {', '.join(LOGGED_NAMES)} FROM transitions WHERE operation_id = ? ORDER BY id",
             (operation_id,),
         )
-        keys = ("kind", "call_id", "source", "target", "reason", "at", "response_id")
-        return [dict(zip(keys, r, strict=True)) for r in rows]
+        return [transition_from_row(operation_id, r) for r in rows]
 
     # -- conversation ------------------------------------------------------------------------
 
@@ -259,6 +260,20 @@ class Store(ApprovalStore):
             self._audit.read("call", dict(zip(CALL_NAMES, r, strict=True)))
         return [call_from_row(r) for r in rows]
 
+    def turn_and_unsettled_calls(
+        self, operation_id: str, turn_idx: int
+    ) -> tuple[list[CallRecord], list[CallRecord]]:
+        """The calls of one turn in order, and the operation's calls of other turns still in
+        a state they may leave (in turn order): one statement, two index seeks, the second
+        through the partial index ``calls_open``, whose condition it repeats word for word."""
+        self._write_held(_CALLS)
+        rows = self._read("calls", TURN_AND_UNSETTLED, (operation_id, turn_idx) * 2)
+        for r in rows:
+            self._audit.read("call", dict(zip(CALL_NAMES, r[1:], strict=True)))
+        turn = [call_from_row(r[1:]) for r in rows if r[0] == 0]
+        others = [call_from_row(r[1:]) for r in rows if r[0] == 1]
+        return sorted(turn, key=lambda c: c.seq), sorted(others, key=lambda c: (c.turn_idx, c.seq))
+
     def get_call(self, operation_id: str, response_id: str, call_id: str) -> CallRecord | None:
         """The one call a (response id, call id) pair names: call ids are unique per response."""
         self._write_held(_CALLS)
@@ -271,21 +286,21 @@ class Store(ApprovalStore):
         return None if row is None else call_from_row(row)
 
     def calls_of_response(
-        self, operation_id: str, response_id: str, call_ids: Sequence[str]
+        self, operation_id: str, response_id: str, call_ids: Sequence[str] | None = None
     ) -> list[CallRecord]:
-        """The calls of one response with any of these call ids (one query, the unique key)."""
+        """The calls of one response with any of these call ids, or all of them when None
+        (one query, the unique key)."""
         self._write_held(_CALLS)
-        if not call_ids:
-            return []
-        marks = ", ".join("?" for _ in call_ids)
+        sql = f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND response_id = ?"
+        args: list[Any] = [operation_id, response_id]
+        if call_ids is not None:
+            if not call_ids:
+                return []
+            sql += f" AND call_id IN ({', '.join('?' for _ in call_ids)})"
+            args += call_ids
         # sorted here: ordered in SQL, SQLite walked every call of the operation in order
         # (``calls_turn``) instead of seeking the key
-        rows = self._read(
-            "calls",
-            f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND response_id = ?"
-            f" AND call_id IN ({marks})",
-            (operation_id, response_id, *call_ids),
-        )
+        rows = self._read("calls", sql, args)
         return sorted((call_from_row(r) for r in rows), key=lambda c: (c.turn_idx, c.seq))
 
     def earlier_calls(
@@ -352,6 +367,12 @@ class Store(ApprovalStore):
         return {**found, **bindings_in((text for (text,) in cur), rest)}
 
 
+#: ``Store.turn_and_unsettled_calls``: rows tagged 0 (the turn's) and 1 (unsettled elsewhere)
+TURN_AND_UNSETTLED = (
+    f"SELECT 0, {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND turn_idx = ?"
+    f" UNION ALL SELECT 1, {CALL_COLUMNS} FROM calls"
+    f" WHERE operation_id = ? AND {OPEN_CALLS_WHERE} AND turn_idx <> ?"
+)
 #: keys and intents looked up by one statement (each is a term of its compound SELECT)
 LOOKUPS_PER_QUERY = 200
 _TURN, _SEQ = CALL_NAMES.index("turn_idx"), CALL_NAMES.index("seq")

@@ -21,7 +21,7 @@ from toolloop_cli.engine.records import (
     TurnRecord,
 )
 from toolloop_cli.engine.sources import parse_source
-from toolloop_cli.engine.states import CallState, OpState
+from toolloop_cli.engine.states import ApprovalStatus, CallState, OpState
 from toolloop_cli.engine.types import ApiError, TurnOutcome, Usage
 
 from .unreadable import (
@@ -210,8 +210,17 @@ def call_row(c: CallRecord) -> tuple[Any, ...]:
     )
 
 
+def _moment(text: str | None) -> None:
+    """A timestamp column that may be empty: when set, it must be ``iso``'s form."""
+    if text is not None:
+        parse_iso(text)
+
+
 def call_from_row(r: Sequence[Any]) -> CallRecord:
     try:
+        # started_at: a takeover waits out a handler's timeout from it; both are reported
+        _moment(r[16])
+        _moment(r[17])
         return CallRecord(
             operation_id=r[0],
             turn_idx=r[1],
@@ -274,6 +283,45 @@ def turn_from_row(r: Sequence[Any]) -> TurnRecord:
         raise tampered_row(TURNS, r, exc) from None
 
 
+#: what a read of the state log gives of each transition (``Store.transitions``)
+LOGGED_NAMES = TRANSITION_NAMES[2:]
+#: the columns a transition needs filled; the others may be empty
+_FILLED = ("kind", "target", "at")
+
+
+#: the states each kind of state log entry moves between
+_LOGGED_STATES: dict[str, frozenset[str]] = {
+    "operation": frozenset(OpState),
+    "call": frozenset(CallState),
+    "approval": frozenset(ApprovalStatus),
+    "approval_refused": frozenset(ApprovalStatus),  # a decision refused: the status it kept
+}
+
+
+def transition_from_row(operation_id: str, r: Sequence[Any]) -> dict[str, Any]:
+    """One entry of an operation's state log: every column is text (or empty, where it may
+    be), its kind one toolloop logs, its states of that kind, and ``at`` in ``iso``'s form,
+    which the report and the traces measure time by."""
+    row = dict(zip(LOGGED_NAMES, r, strict=True))
+    for name, value in row.items():
+        if value is None and name not in _FILLED:
+            continue
+        try:
+            if not isinstance(value, str):
+                raise TypeError(f"{type(value).__name__} where text belongs")
+            if name == "at":
+                parse_iso(value)
+            elif name == "kind" and value not in _LOGGED_STATES:
+                raise ValueError("not a kind of state change toolloop logs")
+            elif name in ("source", "target") and value not in _LOGGED_STATES.get(
+                row["kind"], (value,)
+            ):
+                raise ValueError(f"not a state of a {row['kind']} entry")
+        except BAD_VALUE as exc:
+            raise tampered(TRANSITIONS, (operation_id, *r), name, reason_of(exc)) from None
+    return row
+
+
 # -- rows toolloop did not write ---------------------------------------------------------------
 #
 # A store file is writable by whoever can reach it, so a row may hold what toolloop never
@@ -304,6 +352,8 @@ CALLS = Table(
         "arguments_json": load,
         "model_result_json": load,
         "protected_audit_json": load,
+        "started_at": _moment,
+        "finished_at": _moment,
     },
 )
 APPROVALS = Table(
@@ -311,6 +361,12 @@ APPROVALS = Table(
     APR_NAMES,
     "approval {approval_id} of operation {operation_id}",
     {"expires_at": parse_iso},
+)
+TRANSITIONS = Table(
+    "transitions",
+    ("operation_id", *LOGGED_NAMES),
+    "a transition of operation {operation_id}",
+    {},
 )
 TURNS = Table(
     "turns",

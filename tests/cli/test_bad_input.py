@@ -48,6 +48,44 @@ def test_registry_check_and_run_name_the_yaml_path(cli: Invoke, tmp_path: Path, 
     assert run.exit_code == 2
     assert yaml_path in run.stderr
     assert "Traceback" not in run.output
+    assert not (tmp_path / "store.db").exists()  # a refused run creates no store
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--registry", "nowhere.yaml", "--transcript", str(REFUND_OPENAI)],
+        ["--registry", str(REGISTRY), "--transcript", "nowhere.yaml"],
+        ["--registry", str(REGISTRY), "--provider", "openai"],  # no --model
+        [
+            "--registry",
+            str(REGISTRY),
+            "--transcript",
+            str(REFUND_OPENAI),
+            "--max-calls-per-tool",
+            "nope=1",
+        ],
+        [
+            "--registry",
+            str(REGISTRY),
+            "--transcript",
+            str(REFUND_OPENAI),
+            "--detach",
+            "--model",
+            "no-such-model",
+            "--max-cost-usd",
+            "1",
+        ],  # no price known for the model
+    ],
+    ids=["missing registry", "missing cassette", "no model", "unknown tool limit", "no price"],
+)
+def test_a_run_refused_for_its_input_creates_no_store(
+    cli: Invoke, store_path: Path, args: list[str]
+) -> None:
+    result = cli("run", TASK, *args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert not store_path.exists()
 
 
 def test_duplicate_tool_names_are_reported(cli: Invoke, tmp_path: Path) -> None:

@@ -77,6 +77,20 @@ def test_token_budgets(store: Store, guard: str, limit: int, state: str) -> None
         assert f"budget {guard}" in str(result.operation.reason)
 
 
+@pytest.mark.parametrize(("reported", "counted"), [(5, 110), (0, 110), (150, 150)])
+def test_a_total_is_never_counted_below_input_plus_output(
+    store: Store, reported: int, counted: int
+) -> None:
+    """A provider's total may count more than input and output (reasoning, cached tokens);
+    one reported below their sum would let ``max_total_tokens`` be passed unnoticed."""
+    usage = {"input_tokens": 100, "output_tokens": 10, "total_tokens": reported}
+    answers = [turn(call("echo", {"n": i}), usage=usage) for i in range(3)] + [final(usage=usage)]
+    result, transport = run_script(store, answers, max_total_tokens=3 * counted)
+    assert result.operation.counters.total_tokens == 3 * counted
+    assert result.target.value == "BUDGET_EXHAUSTED"
+    assert len(transport.requests) == 3  # the fourth request was never sent
+
+
 def test_cost_budget_uses_the_price_table(store: Store, tmp_path: Path) -> None:
     from support.scripted import GUARDS
 

@@ -84,3 +84,26 @@ def test_import_from_a_command_that_is_not_a_server_fails_on_one_stderr_line(
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1, done.stderr
     assert "MCP server 'bad' could not be reached" in done.stderr
+
+
+def test_an_existing_output_file_is_replaced_only_with_force(cli: Invoke, tmp_path: Path) -> None:
+    """An edited registry (risks lowered, approvals set by its owner) is not reset to the
+    skeleton by a second import: without --force it is refused before the server starts."""
+    out = tmp_path / "edited.yaml"
+    out.write_text("registry: mine\n# edited by hand\n")
+    command = shlex.join([sys.executable, str(SERVER)])
+    args = ("registry", "import-mcp", "--stdio", command, "--name", "refunds", "-o", str(out))
+    refused = cli(*args)
+    assert refused.exit_code == 2
+    assert "exists; refusing to replace it (--force does)" in refused.stderr
+    assert out.read_text() == "registry: mine\n# edited by hand\n"
+    forced = cli(*args, "--force")
+    assert forced.exit_code == 0, forced.stderr
+    assert set(yaml.safe_load(out.read_text())["tools"]) == set(announced(stdio_entry(tmp_path)))
+
+
+def test_an_output_that_is_not_a_regular_file_is_refused(cli: Invoke, tmp_path: Path) -> None:
+    command = shlex.join([sys.executable, str(SERVER)])
+    result = cli("registry", "import-mcp", "--stdio", command, "-o", str(tmp_path), "--force")
+    assert result.exit_code == 2
+    assert "is a directory, not a registry file" in result.stderr

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from toolloop_cli.errors import RegistryError
+from toolloop_cli.errors import RegistryError, UsageError
 
 from .lazy import LazyModule
 
@@ -98,6 +98,9 @@ def import_mcp(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write the registry here (not stdout).")
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing --output file.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Write a registry skeleton from an MCP server's tool list, with pinned schema hashes.
@@ -105,18 +108,24 @@ def import_mcp(
     Every tool is risk: write and approval: always until its owner edits it; the announced
     input schema is the tool's parameters and its canonical hash is pinned, so a server that
     later changes a tool is refused at load. With --json, one object: the file written (or
-    null), the tools, and the registry document itself.
+    null), the tools, and the registry document itself. An existing --output file (an
+    edited registry, say) is replaced only with --force.
     """
     import yaml
 
     from toolloop_cli.tools import mcp_import
+    from toolloop_cli.transcripts.overwrite import existing_regular_file, replace_whole
 
     def body() -> int:
         entry = mcp_import.server_entry(stdio, url)
+        if output is not None:  # before the server is started: a refusal changes nothing
+            there = existing_regular_file("-o", output, output.resolve(), "registry")
+            if there and not force:
+                raise UsageError(f"-o {output} exists; refusing to replace it (--force does)")
         doc = mcp_import.skeleton(name, entry, approver or ["owner"])
         text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
         if output is not None:
-            output.write_text(text, encoding="utf-8")
+            replace_whole(output, text, "registry")
             render.err.print(safe(f"wrote {output}: {len(doc['tools'])} tool(s) from {name}"))
         if as_json:
             render.emit_json(

@@ -172,7 +172,6 @@ def run(
 
     def body() -> int:
         traced = otel_cli.live(otel, otel_content)
-        store = stores.open_store(store_path)
         options = operations.RunOptions(
             task=task,
             registry=registry,
@@ -201,15 +200,18 @@ def run(
             max_output_tokens=turn_max_output_tokens,
             record=record,
         )
+        # checked before the store is opened: a refused run creates no store
+        planned = operations.plan(options, store_file=stores.store_file(store_path))
+        store = stores.open_store(store_path)
         if detach:
-            op = operations.submit(store, options)
+            op = operations.submit(store, options, planned=planned)
             if as_json:
                 render.emit_json({"operation_id": op.operation_id, "state": op.state.value})
             else:
                 render.out.print(safe(op.operation_id))
             return 0
         with progress(as_json, verbose) as sink:
-            result = operations.start(store, options, on_event=sink)
+            result = operations.start(store, options, on_event=sink, planned=planned)
         if interactive and sys.stdin.isatty() and not as_json:
             result = _interact(store, result, approver or None, verbose)
         extra = otel_cli.export(traced, store, result.operation.operation_id, as_json=as_json)

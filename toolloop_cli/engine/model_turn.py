@@ -171,7 +171,10 @@ def _count(deps: Deps, op: OperationRecord, turn: ModelTurn) -> OperationRecord:
 
 
 def _total(usage: Usage) -> int:
-    return usage.total_tokens or usage.input_tokens + usage.output_tokens
+    """The answer's total: the provider's, which may count more than input and output
+    (reasoning, cached or tool-use tokens), never less than their sum: a total reported
+    below it would let ``max_total_tokens`` be passed unnoticed."""
+    return max(usage.total_tokens, usage.input_tokens + usage.output_tokens)
 
 
 def _apply_outcome(

@@ -14,8 +14,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
-import tempfile
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -25,6 +23,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from toolloop_cli.errors import UsageError
+from toolloop_cli.transcripts.overwrite import replace_whole
 
 __all__ = ["content_security_policy", "render_html", "write_report"]
 
@@ -123,21 +122,4 @@ def render_html(data: dict[str, Any]) -> str:
 
 def write_report(path: Path, html: str) -> None:
     """Write the page whole or not at all (temporary file, fsync, rename)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise UsageError(f"cannot write report {path}: {exc.strerror or exc}") from None
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(html)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise UsageError(f"cannot write report {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_whole(path, html, "report")

@@ -65,6 +65,33 @@ class RunOptions:
     record: Path | None = None
 
 
+@dataclass(frozen=True)
+class Planned:
+    """A new operation as ``plan`` checked it, not stored yet."""
+
+    op: OperationRecord
+    registry: Registry
+    transport: Transport
+
+
+def plan(
+    options: RunOptions,
+    *,
+    store_file: Path | None,
+    clock: Clock | None = None,
+    transport: Transport | None = None,
+) -> Planned:
+    """Check everything ``options`` ask for (registry, guards, model source, prices, the
+    ``--record`` target, given the store's file: None for PostgreSQL) and build the operation,
+    touching no store: a run refused for its input creates and changes nothing."""
+    registry = cached_registry(options.registry)
+    guards = options.guards or _guards(registry, options.guard_overrides)
+    op, transport = _new_operation(
+        store_file, options, registry, guards, clock or SystemClock(), transport
+    )
+    return Planned(op, registry, transport)
+
+
 def start(
     store: Store,
     options: RunOptions,
@@ -72,14 +99,15 @@ def start(
     clock: Clock | None = None,
     on_event: EventSink | None = None,
     transport: Transport | None = None,
+    planned: Planned | None = None,
 ) -> loop.StepResult:
-    """Create an operation and run it until it ends or waits for a human."""
-    registry = cached_registry(options.registry)
-    guards = options.guards or _guards(registry, options.guard_overrides)
-    op, transport = _new_operation(
-        store, options, registry, guards, clock or SystemClock(), transport
+    """Create an operation and run it until it ends or waits for a human (``planned``: as
+    ``plan`` checked it before the store was opened)."""
+    planned = planned or plan(options, store_file=store.path, clock=clock, transport=transport)
+    op = planned.op
+    deps = deps_for(
+        store, op, planned.registry, clock=clock, on_event=on_event, transport=planned.transport
     )
-    deps = deps_for(store, op, registry, clock=clock, on_event=on_event, transport=transport)
     loop.begin(deps, op, options.task)
     with lease.held(store, op.operation_id) as held:
         result = loop.run(deps, op.operation_id, after_step=_still_held(held), op=op)
@@ -87,13 +115,18 @@ def start(
     return result
 
 
-def submit(store: Store, options: RunOptions, *, clock: Clock | None = None) -> OperationRecord:
+def submit(
+    store: Store,
+    options: RunOptions,
+    *,
+    clock: Clock | None = None,
+    planned: Planned | None = None,
+) -> OperationRecord:
     """Create an operation for a worker to run (``run --detach``): stored and announced,
     nothing sent to the model here. Its first step is a worker's."""
-    registry = cached_registry(options.registry)
-    guards = options.guards or _guards(registry, options.guard_overrides)
-    op, transport = _new_operation(store, options, registry, guards, clock or SystemClock(), None)
-    deps = deps_for(store, op, registry, clock=clock, transport=transport)
+    planned = planned or plan(options, store_file=store.path, clock=clock)
+    op = planned.op
+    deps = deps_for(store, op, planned.registry, clock=clock, transport=planned.transport)
     loop.begin(deps, op, options.task)
     store.announce_runnable(op.operation_id)  # after the commit: a worker finds it stored
     return store.get_operation(op.operation_id)
@@ -123,7 +156,7 @@ def _still_held(held: lease.Lease) -> loop.AfterStep:
 
 
 def _new_operation(
-    store: Store,
+    store_file: Path | None,
     options: RunOptions,
     registry: Registry,
     guards: Guards,
@@ -152,7 +185,7 @@ def _new_operation(
         spec = PROVIDERS[provider]
         api_family = spec.family
         provider = spec.provider  # gemini-generate is gemini
-    record = str(_record_path(options, store)) if options.record is not None else None
+    record = str(_record_path(options, store_file)) if options.record is not None else None
     price = _price(model, options, guards)
     source: Source
     if transcript is not None:
@@ -189,14 +222,14 @@ def _price(model: str, options: RunOptions, guards: Guards) -> JSONObject | None
     return None if price is None else {"model": model, **price}
 
 
-def _record_path(options: RunOptions, store: Store) -> Path:
+def _record_path(options: RunOptions, store_file: Path | None) -> Path:
     """Where ``--record`` writes: never a file this run reads or keeps, nor a non-cassette."""
     from toolloop_cli.transcripts.record_target import record_target
 
     assert options.record is not None
     return record_target(
         options.record,
-        store=store.path,
+        store=store_file,
         registry=options.registry,
         prices=options.prices,
         transcript=options.transcript,

@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .db import open_store, store_exists
+    from .db import open_store, store_exists, store_file
     from .repo import Store
 
-__all__ = ["Store", "open_store", "store_exists"]
+__all__ = ["Store", "open_store", "store_exists", "store_file"]
 
-_HOMES = {"Store": "repo", "open_store": "db", "store_exists": "db"}
+_HOMES = {"Store": "repo", "open_store": "db", "store_exists": "db", "store_file": "db"}
 
 
 def __getattr__(name: str) -> Any:

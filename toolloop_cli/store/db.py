@@ -74,6 +74,11 @@ def store_exists(location: str | Path) -> bool:
     return is_postgres_url(str(location)) or Path(location).exists()
 
 
+def store_file(location: str | Path) -> Path | None:
+    """The file a store location names (None: a PostgreSQL URL, which has none)."""
+    return None if is_postgres_url(str(location)) else Path(location)
+
+
 def open_store(
     path: str | Path,
     *,

@@ -13,12 +13,20 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from toolloop_cli.errors import UsageError
 
-__all__ = ["SIDE_FILES", "Protected", "existing_regular_file", "refuse_protected", "store_files"]
+__all__ = [
+    "SIDE_FILES",
+    "Protected",
+    "existing_regular_file",
+    "refuse_protected",
+    "replace_whole",
+    "store_files",
+]
 
 #: the files SQLite keeps beside a database
 SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -78,3 +86,26 @@ def head_of(path: Path, size: int) -> bytes | None:
             return handle.read(size)
     except OSError:
         return None
+
+
+def replace_whole(path: Path, text: str, what: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (temporary file beside it, fsync,
+    rename); a failure is a one-line ``UsageError`` naming ``what`` and leaves no file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise UsageError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise UsageError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

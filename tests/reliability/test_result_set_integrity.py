@@ -124,13 +124,12 @@ def test_a_wrong_stored_table_escalates_and_changes_no_call_or_conversation(
     result = operations.start(store, options, transport=transport)
     assert result.target is OpState.COMPLETED
     second = result.operation.operation_id
-    # put it back to RESULTS_READY, then make its stored call table wrong
+    # put it back to RESULTS_READY through the store (an audited write: a row set back around
+    # toolloop is refused before anything runs), then make its stored call table wrong
+    done = store.get_operation(second)
     with store.transaction():
-        store.conn.execute(
-            "UPDATE operations SET state = 'RESULTS_READY', current_turn = 0"
-            " WHERE operation_id = ?",
-            (second,),
-        )
+        back = done.model_copy(update={"state": OpState.RESULTS_READY, "current_turn": 0})
+        store.save_operation(back, done.state)
     with closing(sqlite3.connect(path)) as conn:  # a result moved to the other call
         conn.execute(
             "UPDATE calls SET call_id = call_id || 'x' WHERE operation_id = ? AND seq = 1",

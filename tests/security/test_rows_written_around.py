@@ -1,9 +1,11 @@
-"""A decision written straight into the database, around toolloop, releases nothing.
+"""A decision or a state written straight into the database, around toolloop, releases nothing.
 
-Every write toolloop makes to an approval has its audit record; a row that is not what its
-last record says was written by someone else. ``verify`` reports such rows; here ``approve``
-and ``resume`` refuse them before acting, so a forged approval never releases an irreversible
-refund and a moved expiry is never carried into the log by a decision.
+Every write toolloop makes to an approval or an operation has its audit record; a row that is
+not what its last record says was written by someone else. ``verify`` reports such rows; here
+``approve``, ``resume`` and ``step`` refuse them before acting, so a forged approval never
+releases an irreversible refund, a moved expiry is never carried into the log by a decision,
+an operation set back never runs on, and a registry path pointed elsewhere imports nothing. A
+call moved out of its turn stops the operation ESCALATED before its turn's results go back.
 """
 
 from __future__ import annotations
@@ -175,4 +177,59 @@ def test_a_turn_that_is_not_one_answers_calls_is_not_answered(
     out = json_out(result)
     assert out["state"] == "ESCALATED", out
     assert problem in out["reason"]
+    assert turn_count(path) == turns
+
+
+def planted_registry(folder: Path, marker: Path) -> Path:
+    """A registry naming a handler module of the attacker's, which writes ``marker`` when
+    imported."""
+    folder.mkdir()
+    (folder / "plantedmod.py").write_text(
+        f"import pathlib\npathlib.Path({str(marker)!r}).write_text('imported')\n"
+        "def f(arguments, context):\n    return {}\n"
+    )
+    registry = folder / "reg.yaml"
+    registry.write_text(
+        REGISTRY.read_text().replace("toolloop_cli.examples.refunds:submit_refund", "plantedmod:f")
+    )
+    return registry
+
+
+@pytest.mark.parametrize("command", ["resume", "step", "approve"])
+def test_a_registry_path_pointed_elsewhere_imports_nothing(
+    waiting: Path, tmp_path: Path, command: str
+) -> None:
+    """The operation's registry is loaded from the path its row names: a row written around
+    toolloop is refused before that registry (and the modules it names) is loaded."""
+    path = copy_of(waiting, tmp_path)
+    op, apr = ids(path)
+    marker = tmp_path / "IMPORTED"
+    registry = planted_registry(tmp_path / "planted", marker)
+    write_around(path, f"UPDATE operations SET registry_path = '{registry}'")
+    args = {
+        "resume": ["resume", op],
+        "step": ["step", op],
+        "approve": ["approve", apr, "--as", "ops-lead"],
+    }[command]
+    result = runner.invoke(app, [*args, "--store", str(path), "--json"])
+    refused(result, "registry_path")
+    assert not marker.exists()
+    assert submit_state(path) == "WAITING_APPROVAL"
+
+
+def test_an_operation_set_back_to_a_running_state_is_not_run_again(
+    waiting: Path, tmp_path: Path
+) -> None:
+    """A finished refund set back by SQL to RESULTS_READY would send its results (and go on)
+    a second time: the row is not what the audit log last recorded, so nothing runs."""
+    path = copy_of(waiting, tmp_path)
+    op, apr = ids(path)
+    done = runner.invoke(
+        app, ["approve", apr, "--as", "ops-lead", "--resume", "--store", str(path), "--json"]
+    )
+    assert json_out(done)["state"] == "COMPLETED"
+    turns = turn_count(path)
+    write_around(path, "UPDATE operations SET state = 'RESULTS_READY'")
+    result = runner.invoke(app, ["resume", op, "--store", str(path), "--json"])
+    refused(result, "state")
     assert turn_count(path) == turns

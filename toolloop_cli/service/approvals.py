@@ -104,8 +104,10 @@ def _check_decision(
 
 
 def _current(store: Store, apr: ApprovalRecord) -> Policy:
-    """The policy of the operation's registry file as it is now."""
-    return cached_registry(store.get_operation(apr.operation_id).registry_path).policy
+    """The policy of the operation's registry file as it is now (parsed, nothing imported:
+    a decision needs the policy only), at the path the audit log vouches for."""
+    path = store.get_logged_operation(apr.operation_id).registry_path
+    return cached_registry(path, import_handlers=False).policy
 
 
 def _pinned(store: Store, apr: ApprovalRecord) -> Policy | None:

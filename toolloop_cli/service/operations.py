@@ -249,8 +249,9 @@ def open_operation(
     on_event: EventSink | None = None,
     transport: Transport | None = None,
 ) -> Deps:
-    """The dependencies to step an existing operation, from what the store recorded."""
-    op = store.get_operation(operation_id, tenant)
+    """The dependencies to step an existing operation, from what the store recorded (and
+    the audit log vouches for: its registry is loaded from the path the row names)."""
+    op = store.get_logged_operation(operation_id, tenant)
     return _deps_of(store, op, clock=clock, on_event=on_event, transport=transport)
 
 
@@ -305,8 +306,8 @@ def resume(
             taken.release()
         raise
     with _leased(store, operation_id, taken) as held:
-        # read again under the lease: the one read the steps start from
-        op = store.get_operation(operation_id, tenant if isinstance(tenant, str) else None)
+        # read again under the lease: the one read the steps start from, as last logged
+        op = store.get_logged_operation(operation_id, tenant if isinstance(tenant, str) else None)
         deps = _deps_of(store, op, **kwargs)  # type: ignore[arg-type]
         deps.taken_over = held.inherited
         if force_continue and op.state is OpState.ESCALATED:

@@ -11,7 +11,7 @@ from toolloop_cli.engine.states import ApprovalStatus
 from toolloop_cli.engine.types import JSONObject
 from toolloop_cli.errors import AlreadyDecided, OperationNotFound, StoreError, TamperedStore
 
-from .logged import unlogged_columns
+from .logged import refuse_unlogged
 from .rows import APR_COLUMNS, APR_NAMES, apr_from_row
 from .transactions import TransactionalStore
 
@@ -63,13 +63,7 @@ class ApprovalStore(TransactionalStore):
         if values is None:
             return  # a missing approval is the reader's error to report
         row = dict(zip(APR_NAMES, values, strict=True))
-        differ = unlogged_columns(self.conn, str(row["operation_id"]), "approval", key, row)
-        if differ:
-            raise TamperedStore(
-                f"approval {approval_id} in store {self.location}: {', '.join(differ)} not as"
-                " the audit log last recorded (the row was written around toolloop); nothing"
-                " was run: run `toolloop verify`"
-            )
+        refuse_unlogged(self.conn, self.location, "approval", key, row)
 
     def _approval_row(self, approval_id: str) -> tuple[Any, ...] | None:
         sql = f"SELECT {APR_COLUMNS} FROM approvals WHERE approval_id = ?"

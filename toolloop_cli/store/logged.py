@@ -1,5 +1,6 @@
 """Is a row what the audit log last recorded for it? Asked before acting on a row that a person
-or another process wrote: an approval, before it is decided and before its decision is applied.
+or another process wrote: an approval, before it is decided and before its decision is applied;
+an operation, before a process that did not write it last loads its registry and steps it.
 
 Every write toolloop makes to an operation or an approval is recorded in the audit log in the
 transaction that makes it, so a row that differs from its last record was written around
@@ -18,10 +19,11 @@ from typing import Any
 from toolloop_cli.audit.canonical import CanonicalJSONError
 from toolloop_cli.audit.expand import read_write
 from toolloop_cli.audit.hashing import BATCH, BATCH_VERSIONS, row_sha256
+from toolloop_cli.errors import TamperedStore
 
 from .connection import Connection
 
-__all__ = ["unlogged_columns"]
+__all__ = ["refuse_unlogged", "unlogged_columns"]
 
 _ABSENT = object()
 
@@ -55,6 +57,21 @@ def unlogged_columns(
             logged.update(change)
         return _differ(row, logged)
     return sorted(row)  # never recorded whole: nothing vouches for any of it
+
+
+def refuse_unlogged(
+    conn: Connection, location: str, kind: str, key: Sequence[Any], row: Mapping[str, Any]
+) -> None:
+    """A ``TamperedStore`` naming the columns of ``row`` (a ``kind`` row, its table's columns
+    by name) that are not as the audit log last recorded them; nothing when they are."""
+    differ = unlogged_columns(conn, str(row["operation_id"]), kind, key, row)
+    if differ:
+        name = key[0] if key else row["operation_id"]
+        raise TamperedStore(
+            f"{kind} {name} in store {location}: {', '.join(differ)} not as the audit log"
+            " last recorded (the row was written around toolloop); nothing was run: run"
+            " `toolloop verify`"
+        )
 
 
 def _hash(row: Mapping[str, Any]) -> str | None:

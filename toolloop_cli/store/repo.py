@@ -21,6 +21,7 @@ from toolloop_cli.errors import OperationNotFound, StoreError
 from .approvals import ApprovalStore
 from .audit_writer import bindings_in
 from .held import CALLS, OPERATIONS, TRANSITIONS
+from .logged import refuse_unlogged
 from .migrations import OPEN_CALLS_WHERE
 from .rows import (
     CALL_COLUMNS,
@@ -56,8 +57,22 @@ class Store(ApprovalStore):
         self.audit("operation", dict(zip(OP_NAMES, row, strict=True)))
 
     def get_operation(self, operation_id: str, tenant: str | None = None) -> OperationRecord:
+        return op_from_row(self._operation_row(operation_id, tenant))
+
+    def get_logged_operation(self, operation_id: str, tenant: str | None = None) -> OperationRecord:
+        """``get_operation``, refused (``TamperedStore``) when the row is not what the audit
+        log last recorded (``logged.py``): read before a process loads the operation's
+        registry and steps it, so a row written around toolloop (a state set back, a
+        registry path pointed elsewhere) runs nothing and imports nothing."""
+        row = self._operation_row(operation_id, tenant)
+        if not (self.conn.in_transaction and self._audit.writes("operation", [operation_id])):
+            named = dict(zip(OP_NAMES, row, strict=True))
+            refuse_unlogged(self.conn, self.location, "operation", [operation_id], named)
+        return op_from_row(row)
+
+    def _operation_row(self, operation_id: str, tenant: str | None) -> tuple[Any, ...]:
         self._write_held(_OPS)
-        row = self._read_one(
+        row: tuple[Any, ...] | None = self._read_one(
             "operations",
             f"SELECT {OP_COLUMNS} FROM operations WHERE operation_id = ?",
             (operation_id,),
@@ -65,7 +80,7 @@ class Store(ApprovalStore):
         if row is None or (tenant is not None and row[8] != tenant):
             raise OperationNotFound(f"no operation {operation_id} in store {self.location}")
         self._audit.read("operation", dict(zip(OP_NAMES, row, strict=True)))
-        return op_from_row(row)
+        return row
 
     def list_operations(self, tenant: str | None = None, limit: int = 50) -> list[OperationRecord]:
         self._write_held(_OPS)

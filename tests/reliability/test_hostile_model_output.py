@@ -31,12 +31,13 @@ from support.paths import HARNESS, PACKAGE
 from support.scripted import call, final, turn
 
 from toolloop_cli.adapters.scripted import ScriptedTransport
-from toolloop_cli.engine import envelopes, validating
+from toolloop_cli.engine import envelopes, executing, validating
 from toolloop_cli.engine.context import call_to
 from toolloop_cli.engine.ids import arguments_digest
 from toolloop_cli.engine.loop import StepResult
 from toolloop_cli.engine.records import CallRecord
 from toolloop_cli.engine.states import CallState, OpState
+from toolloop_cli.errors import TamperedStore
 from toolloop_cli.service import approvals, operations
 from toolloop_cli.store import Store, open_store
 from toolloop_cli.strict_json import MAX_ARGUMENT_BYTES, parse_arguments
@@ -503,5 +504,11 @@ def test_control_an_auto_approving_policy_lets_the_injection_through(
         _obey,
         final(),
     ]
+    # the second gate: a side effect that needs approval runs only with an approval given
+    # for it, whatever state its row is in
+    with pytest.raises(TamperedStore, match="refund needs an approval"):
+        run(store, *answers)
+    assert effects(tmp_path) == []
+    monkeypatch.setattr(executing, "_refuse_unvouched", lambda deps, batch: None)
     run(store, *answers)
     assert [e["arguments"]["amount_cents"] for e in effects(tmp_path)] == [9999]

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from toolloop_cli.errors import RegistryDrift
+from toolloop_cli.errors import RegistryDrift, TamperedStore
 
 from . import envelopes, guards, parallel
 from .clock import parse_iso
 from .context import Deps, call_to, save_counters, stop, transition, turn_calls
 from .records import CallRecord, OperationRecord
-from .states import CallState, OpState
+from .states import ApprovalStatus, CallState, OpState
 from .types import CallContext, ToolExecution, ToolInfo
 
 C = CallState
@@ -126,6 +126,8 @@ def _run_batch(
     always has its intent (and so its key) in the store.
     """
     effects = any(_side_effecting(deps, c) for c in batch)
+    if effects:
+        _refuse_unvouched(deps, batch)
     with deps.store.transaction(before_wait=True):  # the handlers start right after it
         if effects:
             deps.store.barrier()
@@ -159,6 +161,32 @@ def _run_batch(
             ended.append(_record_execution(deps, op, call, execution))
         deps.failpoint("after_result_commit")
     return op, ended, reads
+
+
+def _refuse_unvouched(deps: Deps, batch: list[CallRecord]) -> None:
+    """A side effect runs only as it was allowed: its row as the audit log last recorded it
+    and, for a tool that needs approval, with an approval of its own, given for these
+    arguments. A call set APPROVED around toolloop raises ``TamperedStore``: nothing runs."""
+    for call in batch:
+        tool = deps.toolbox.lookup(call.name)
+        if tool is None or not tool.side_effecting:
+            continue
+        deps.store.check_call_logged(call)
+        if not tool.needs_approval:
+            continue
+        apr = deps.store.get_approval(call.approval_id) if call.approval_id else None
+        if (
+            apr is None
+            or apr.status is not ApprovalStatus.APPROVED
+            or (apr.response_id, apr.call_id) != (call.response_id, call.call_id)
+            or apr.arguments_sha256 != call.arguments_sha256
+        ):
+            raise TamperedStore(
+                f"call {call.call_id} of operation {call.operation_id}: {call.name} needs an "
+                "approval and the call has none given for it; nothing was run: run "
+                "`toolloop verify`"
+            )
+        deps.store.check_approval_logged(apr.approval_id)
 
 
 def _context(deps: Deps, op: OperationRecord, call: CallRecord) -> CallContext:
@@ -198,6 +226,7 @@ def _recover_call(deps: Deps, op: OperationRecord, call: CallRecord) -> CallReco
                 )
             deps.failpoint("after_recover_commit")
             return call
+        _refuse_unvouched(deps, [call])  # run again only as it was allowed to run at first
     with deps.store.transaction(before_wait=True):
         if tool is not None and tool.side_effecting:
             deps.store.barrier()

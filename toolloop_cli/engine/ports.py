@@ -243,6 +243,10 @@ class StorePort(Protocol):
 
     def calls(self, operation_id: str, turn_idx: int | None = None) -> list[CallRecord]: ...
 
+    def check_call_logged(self, call: CallRecord) -> None:
+        """Raise ``TamperedStore`` unless the call's row is what the audit log last recorded."""
+        ...
+
     def turn_and_unsettled_calls(
         self, operation_id: str, turn_idx: int
     ) -> tuple[list[CallRecord], list[CallRecord]]:

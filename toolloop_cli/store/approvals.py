@@ -63,7 +63,7 @@ class ApprovalStore(TransactionalStore):
         if values is None:
             return  # a missing approval is the reader's error to report
         row = dict(zip(APR_NAMES, values, strict=True))
-        refuse_unlogged(self.conn, self.location, "approval", key, row)
+        refuse_unlogged(self.conn, self.location, "approval", key, row, f"approval {approval_id}")
 
     def _approval_row(self, approval_id: str) -> tuple[Any, ...] | None:
         sql = f"SELECT {APR_COLUMNS} FROM approvals WHERE approval_id = ?"

@@ -60,16 +60,21 @@ def unlogged_columns(
 
 
 def refuse_unlogged(
-    conn: Connection, location: str, kind: str, key: Sequence[Any], row: Mapping[str, Any]
+    conn: Connection,
+    location: str,
+    kind: str,
+    key: Sequence[Any],
+    row: Mapping[str, Any],
+    name: str,
 ) -> None:
     """A ``TamperedStore`` naming the columns of ``row`` (a ``kind`` row, its table's columns
-    by name) that are not as the audit log last recorded them; nothing when they are."""
+    by name; ``name`` says which, as a message does) that are not as the audit log last
+    recorded them; nothing when they are."""
     differ = unlogged_columns(conn, str(row["operation_id"]), kind, key, row)
     if differ:
-        name = key[0] if key else row["operation_id"]
         raise TamperedStore(
-            f"{kind} {name} in store {location}: {', '.join(differ)} not as the audit log"
-            " last recorded (the row was written around toolloop); nothing was run: run"
+            f"{name} in store {location}: {', '.join(differ)} not as the audit log last"
+            " recorded (the row was written around toolloop); nothing was run: run"
             " `toolloop verify`"
         )
 

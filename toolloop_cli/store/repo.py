@@ -16,7 +16,7 @@ from toolloop_cli.audit.canonical import canonical_text, sha256_hex
 from toolloop_cli.engine.records import CallRecord, OperationRecord, TurnRecord
 from toolloop_cli.engine.states import CallState, OpState
 from toolloop_cli.engine.types import MAX_BODY_BYTES, JSONObject, ToolSpec
-from toolloop_cli.errors import OperationNotFound, StoreError
+from toolloop_cli.errors import OperationNotFound, StoreError, TamperedStore
 
 from .approvals import ApprovalStore
 from .audit_writer import bindings_in
@@ -67,7 +67,8 @@ class Store(ApprovalStore):
         row = self._operation_row(operation_id, tenant)
         if not (self.conn.in_transaction and self._audit.writes("operation", [operation_id])):
             named = dict(zip(OP_NAMES, row, strict=True))
-            refuse_unlogged(self.conn, self.location, "operation", [operation_id], named)
+            name = f"operation {operation_id}"
+            refuse_unlogged(self.conn, self.location, "operation", [operation_id], named, name)
         return op_from_row(row)
 
     def _operation_row(self, operation_id: str, tenant: str | None) -> tuple[Any, ...]:
@@ -152,13 +153,33 @@ class Store(ApprovalStore):
         if cached is None:
             rows = self._read(
                 "blobs",
-                "SELECT b.body FROM conversation c JOIN blobs b ON b.sha256 = c.item_sha256"
+                "SELECT c.seq, c.item_sha256, b.body FROM conversation c"
+                " LEFT JOIN blobs b ON b.sha256 = c.item_sha256"
                 " WHERE c.operation_id = ? ORDER BY c.seq",
                 (operation_id,),
             )
-            cached = [json.loads(r[0]) for r in rows]
+            cached = [self._item(operation_id, n, row) for n, row in enumerate(rows)]
             self._conversations[operation_id] = cached
         return cached
+
+    def _item(self, operation_id: str, n: int, row: Sequence[Any]) -> JSONObject:
+        """Conversation item ``n`` as stored: its body must be there, hash to the digest its
+        position names, and be a JSON object (what is sent to a model is what was stored)."""
+        seq, digest, body = row
+        where = f"tampered store: conversation item {n} of operation {operation_id}"
+        if seq != n:
+            raise TamperedStore(f"{where}: the conversation has no item at position {n}")
+        if not isinstance(body, str):
+            raise TamperedStore(f"{where}: blobs holds no body for {digest!r}")
+        if sha256_hex(body.encode("utf-8")) != digest:
+            raise TamperedStore(f"{where}: blobs.body does not hash to {digest!r}")
+        try:
+            item = json.loads(body)
+        except ValueError:
+            item = None
+        if not isinstance(item, dict):
+            raise TamperedStore(f"{where}: blobs.body is not a JSON object")
+        return item
 
     def append_items(self, operation_id: str, items: Sequence[JSONObject]) -> None:
         if not items:
@@ -274,6 +295,26 @@ class Store(ApprovalStore):
         for r in rows:
             self._audit.read("call", dict(zip(CALL_NAMES, r, strict=True)))
         return [call_from_row(r) for r in rows]
+
+    def check_call_logged(self, call: CallRecord) -> None:
+        """Refuse a call written around toolloop: its row must be what the audit log last
+        recorded (``logged.py``). Asked before a side effect's intent is committed, so a call
+        set APPROVED by hand (or its arguments changed) runs nothing."""
+        key = [call.operation_id, call.response_id, call.call_id]
+        if self.conn.in_transaction and self._audit.writes("call", key):
+            return  # written by this transaction: what it wrote is what it logs
+        self._write_held(_CALLS)
+        row = self._read_one(
+            "calls",
+            f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND response_id = ?"
+            " AND call_id = ?",
+            key,
+        )
+        name = f"call {call.call_id} of operation {call.operation_id}"
+        if row is None:
+            raise TamperedStore(f"{name} is gone from store {self.location}; nothing was run")
+        named = dict(zip(CALL_NAMES, row, strict=True))
+        refuse_unlogged(self.conn, self.location, "call", key, named, name)
 
     def turn_and_unsettled_calls(
         self, operation_id: str, turn_idx: int

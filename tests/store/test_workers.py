@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
+from support.stores import behind_its_back
 from typer.testing import CliRunner
 
 from toolloop_cli.cli import app
@@ -117,3 +118,25 @@ def test_a_worker_killed_mid_run_leaves_work_the_next_worker_finishes_exactly_on
     assert len(keys) == len(set(keys)) == 1  # one refund of ord_1001, never a second
     report = verify_store(store)
     assert report.ok, report.mismatches
+
+
+def test_an_operation_a_worker_cannot_run_is_passed_over_and_a_drain_ends(
+    tmp_path: Path, store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One submitted operation written around toolloop (its task changed) is refused on
+    every take: the worker counts it, names it, never takes it again, runs the others, and a
+    drain ends instead of taking the same one for ever."""
+    url = str(store_path)
+    env = {"TOOLLOOP_DATA_DIR": str(tmp_path / "data")}
+    monkeypatch.setenv("TOOLLOOP_DATA_DIR", env["TOOLLOOP_DATA_DIR"])
+    bad, *good = submit(url, 3, env)
+    with behind_its_back(url) as conn:
+        conn.execute("UPDATE operations SET task = 'something else' WHERE operation_id = ?", (bad,))
+    said: list[tuple[str, str]] = []
+    options = WorkerOptions(url, concurrency=1, drain=True, poll_s=0.05)
+    stats = run_worker(options, on_taken=lambda op, state: said.append((op, state)))
+    assert (stats.failed, stats.not_run, stats.taken) == (1, {bad}, 2)
+    assert states(url, good) == dict.fromkeys(good, "WAITING_APPROVAL")
+    assert states(url, [bad]) == {bad: "MODEL_REQUESTED"}  # left as stored
+    ((op, why),) = [s for s in said if s[0] == bad]
+    assert why.startswith("not run: operation ") and "task not as the audit log" in why

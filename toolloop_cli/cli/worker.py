@@ -78,10 +78,14 @@ def worker(
                     "ended": stats.ended,
                     "busy": stats.busy,
                     "failed": stats.failed,
+                    "not_run": sorted(stats.not_run),
                 }
             )
         else:
             render.out.print(line(safe(f"ran {stats.taken} operation(s): {stats.ended}")))
+            if stats.not_run:
+                left = ", ".join(sorted(stats.not_run))
+                render.out.print(line(safe(f"not run ({len(stats.not_run)}): {left}")))
         return 0
 
     run_guarded(as_json, body)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -67,11 +67,16 @@ def runnable(store: Store, *, tenant: str | None = None, limit: int = 20) -> lis
 
 
 def claim(
-    store: Store, *, tenant: str | None = None, ttl_s: float | None = None
+    store: Store,
+    *,
+    tenant: str | None = None,
+    ttl_s: float | None = None,
+    skip: Collection[str] = (),
 ) -> lease.Lease | None:
-    """The lease of the oldest runnable operation no live process holds, or None."""
-    params = _candidates(lease.host_id(), tenant, _CLAIM_BATCH)
-    return lease.claim(store, _RUNNABLE, params, ttl_s=ttl_s)
+    """The lease of the oldest runnable operation no live process holds, or None; those in
+    ``skip`` (ones this worker could not run) are passed over."""
+    params = _candidates(lease.host_id(), tenant, _CLAIM_BATCH + len(skip))
+    return lease.claim(store, _RUNNABLE, params, ttl_s=ttl_s, skip=skip)
 
 
 @dataclass
@@ -81,6 +86,9 @@ class WorkerStats:
     taken: int = 0
     busy: int = 0
     failed: int = 0
+    #: operations that could not go on here: not taken again by this worker (a store written
+    #: around toolloop, a registry gone), else a drain would take the same one for ever
+    not_run: set[str] = field(default_factory=set)
     ended: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -199,7 +207,9 @@ def _take_one(
     on_taken: Callable[[str, str], None] | None,
 ) -> bool:
     """Claim the oldest runnable operation and run it to a pause or an end; False if none."""
-    taken = claim(store, tenant=options.tenant, ttl_s=options.lease_ttl_s)
+    with stats.lock:
+        skip = set(stats.not_run)
+    taken = claim(store, tenant=options.tenant, ttl_s=options.lease_ttl_s, skip=skip)
     if taken is None:
         return False
     op_id = taken.operation_id
@@ -210,11 +220,15 @@ def _take_one(
         with stats.lock:
             stats.busy += 1
         return True
-    except ToolloopError:
-        # the operation cannot go on here (its registry is gone, its store connection was
-        # lost): counted, and left as stored, for the next take or an operator
+    except ToolloopError as exc:
+        # the operation cannot go on here (its registry is gone, its row was written around
+        # toolloop, its store connection was lost): counted, left as stored for an operator
+        # or another worker, and not taken again by this one
         with stats.lock:
             stats.failed += 1
+            stats.not_run.add(op_id)
+        if on_taken is not None:
+            on_taken(op_id, f"not run: {exc}")
         return True
     state = result.operation.state.value
     stats.count(state)

@@ -38,7 +38,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -201,13 +201,15 @@ def claim(
     *,
     ttl_s: float | None = None,
     now: Callable[[], float] = time.time,
+    skip: Collection[str] = (),
 ) -> Lease | None:
     """The lease of the first operation ``candidates`` lists whose lease is free or stale.
 
     ``candidates`` selects (operation id, lease token, pid, host, expiry) of operations in
     the order to try them (the lease columns NULL where none is held); on PostgreSQL it is
     read ``FOR UPDATE OF`` the operation rows ``SKIP LOCKED``, so a concurrent claimer sees
-    other operations. None when no listed lease can be taken.
+    other operations. Operations in ``skip`` are passed over. None when no listed lease can
+    be taken.
     """
     ttl = DEFAULT_TTL_S if ttl_s is None else ttl_s
     sql = candidates + (" FOR UPDATE OF o SKIP LOCKED" if store.postgres else "")
@@ -218,6 +220,8 @@ def claim(
         with store.lease_transaction():
             moment = now()
             for op_id, held_by, pid, host, expires_at in store.conn.execute(sql, parameters):
+                if op_id in skip:
+                    continue
                 row = (held_by, pid, host, expires_at)
                 if held_by is not None and not _stale(row, moment):
                     continue

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
+from support.stores import behind_its_back
 
 from toolloop_cli.service import operations, worker
 from toolloop_cli.store import Store, lease, open_store
@@ -90,3 +92,27 @@ def test_a_claim_that_takes_nothing_leaves_no_token_held(store_location: str) ->
     assert worker.claim(store) is None  # nothing submitted
     assert lease._ACTIVE == before
     store.close()
+
+
+@pytest.mark.parametrize("expires_at", ["'soon'", "'9e9 s'", "X'00'"])
+def test_a_lease_row_with_no_expiry_toolloop_wrote_holds_nothing(
+    tmp_path: Path, expires_at: str
+) -> None:
+    """A lease written around toolloop (its expiry text or bytes, its pid no number)
+    protects nothing: it counts as stale, so the operation is taken, as after a takeover
+    (its calls waited out), instead of a traceback on every command that looks at it."""
+    path = tmp_path / "store.db"
+    op_id = _submitted(str(path))
+    with behind_its_back(path) as conn:
+        conn.execute(
+            "INSERT INTO leases (operation_id, token, pid, host, acquired_at, expires_at)"
+            f" VALUES (?, 'theirs', 'not a pid', 'elsewhere', 0, {expires_at})",
+            (op_id,),
+        )
+    store = open_store(path)
+    try:
+        held = lease.acquire(store, op_id)
+        assert held.inherited  # nothing shows its holder gone: its calls are waited out
+        held.release()
+    finally:
+        store.close()

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from toolloop_cli.engine.clock import MAX_SPAN_S
+
 from . import render
 from .exits import run_guarded
 from .options import DEFAULT_STORE, JsonOpt, StoreOpt, TenantOpt
@@ -29,6 +31,7 @@ def worker(
         typer.Option(
             "--lease-ttl",
             min=1.0,
+            max=float(MAX_SPAN_S),
             help="Seconds a taken operation's lease lasts unrenewed (how soon another "
             "host takes over from a worker that died). Default 300.",
         ),

@@ -265,8 +265,19 @@ def _write(
     return bool(cur.rowcount == 1)
 
 
+def _expiry(row: tuple[str, int, str, float]) -> float | None:
+    """The lease's expiry in epoch seconds; None for a value toolloop never writes (text, a
+    NULL): such a row, written around toolloop, holds nothing and counts as stale."""
+    value: object = row[3]
+    if not isinstance(value, int | float) or isinstance(value, bool) or value != value:
+        return None
+    return float(value)
+
+
 def _busy(operation_id: str, row: tuple[str, int, str, float]) -> OperationBusy:
-    until = datetime.fromtimestamp(float(row[3]), UTC).isoformat(timespec="seconds")
+    expiry = _expiry(row)
+    assert expiry is not None  # a lease without one is stale, never busy
+    until = datetime.fromtimestamp(min(expiry, _LATEST), UTC).isoformat(timespec="seconds")
     return OperationBusy(
         f"operation {operation_id} is being run by another process "
         f"(pid {row[1]} on {row[2]}, until {until}); try again when it has finished"
@@ -283,9 +294,15 @@ def held(store: Store, operation_id: str, *, ttl_s: float | None = None) -> Iter
         lease.release()
 
 
+#: the latest moment a message shows (``datetime`` ends at year 9999)
+_LATEST = 253_402_300_799.0
+
+
 def _stale(row: tuple[str, int, str, float], moment: float) -> bool:
-    """The lease may be taken: it expired, or its holder is shown to be gone."""
-    return float(row[3]) <= moment or not _may_still_run(row)
+    """The lease may be taken: it expired (or holds no expiry toolloop wrote), or its holder
+    is shown to be gone."""
+    expiry = _expiry(row)
+    return expiry is None or expiry <= moment or not _may_still_run(row)
 
 
 def _may_still_run(row: tuple[str, int, str, float]) -> bool:
@@ -295,6 +312,8 @@ def _may_still_run(row: tuple[str, int, str, float]) -> bool:
     token, pid, host, _ = row
     if host != host_id():
         return True
+    if isinstance(pid, bool) or not isinstance(pid, int):
+        return True  # no process toolloop wrote: nothing shows it gone
     if pid == os.getpid():
         return token in _ACTIVE
     return _alive(pid)

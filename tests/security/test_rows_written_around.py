@@ -349,3 +349,25 @@ def test_a_conversation_changed_around_toolloop_is_never_sent(
     assert out["error_type"] == "TamperedStore"
     assert problem in out["error"] and f"of operation {op}" in out["error"]
     assert turn_count(path) == turns
+
+
+@pytest.mark.parametrize("command", ["approve", "resume"])
+def test_an_audit_record_that_is_not_utf8_is_refused_by_name(
+    waiting: Path, tmp_path: Path, command: str
+) -> None:
+    """The checks above read the audit log newest first: a record SQLite cannot decode is a
+    ``TamperedStore`` naming ``audit_log.record`` (exit 2), never a raw database error."""
+    path = copy_of(waiting, tmp_path)
+    op, apr = ids(path)
+    write_around(
+        path,
+        "UPDATE audit_log SET record = CAST(X'C3FF' AS TEXT)"
+        " WHERE seq = (SELECT max(seq) FROM audit_log)",
+    )
+    args = {"approve": ["approve", apr, "--as", "ops-lead"], "resume": ["resume", op]}[command]
+    result = runner.invoke(app, [*args, "--store", str(path), "--json"])
+    out = json_out(result)
+    assert result.exit_code == 2, out
+    assert out["error_type"] == "TamperedStore"
+    assert "audit_log.record holds text that is not UTF-8" in out["error"]
+    assert submit_state(path) == "WAITING_APPROVAL"

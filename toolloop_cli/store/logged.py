@@ -13,6 +13,7 @@ process's first write of a row does; ``store/audit_writer.py``).
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from toolloop_cli.audit.hashing import BATCH, BATCH_VERSIONS, row_sha256
 from toolloop_cli.errors import TamperedStore
 
 from .connection import Connection
+from .unreadable import unreadable
 
 __all__ = ["refuse_unlogged", "unlogged_columns"]
 
@@ -70,7 +72,10 @@ def refuse_unlogged(
     """A ``TamperedStore`` naming the columns of ``row`` (a ``kind`` row, its table's columns
     by name; ``name`` says which, as a message does) that are not as the audit log last
     recorded them; nothing when they are."""
-    differ = unlogged_columns(conn, str(row["operation_id"]), kind, key, row)
+    try:
+        differ = unlogged_columns(conn, str(row["operation_id"]), kind, key, row)
+    except sqlite3.Error as exc:  # a record SQLite cannot decode: not one toolloop wrote
+        raise unreadable("audit_log", location, exc) from exc
     if differ:
         raise TamperedStore(
             f"{name} in store {location}: {', '.join(differ)} not as the audit log last"

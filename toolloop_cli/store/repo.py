@@ -9,6 +9,7 @@ operation keeps an append-only list of item hashes, so no turn copies the histor
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,6 +39,7 @@ from .rows import (
     transition_from_row,
     turn_from_row,
 )
+from .unreadable import unreadable
 
 #: what a read of one table writes first of the open transaction's held rows
 _CALLS, _OPS, _TRANSITIONS = (frozenset((t,)) for t in (CALLS, OPERATIONS, TRANSITIONS))
@@ -416,11 +418,14 @@ class Store(ApprovalStore):
         rest = wanted - set(found)
         if not rest:
             return found
-        cur = self.conn.execute(
-            "SELECT record FROM audit_log WHERE operation_id = ? ORDER BY seq DESC",
-            (operation_id,),
-        )
-        return {**found, **bindings_in((text for (text,) in cur), rest)}
+        try:
+            cur = self.conn.execute(
+                "SELECT record FROM audit_log WHERE operation_id = ? ORDER BY seq DESC",
+                (operation_id,),
+            )
+            return {**found, **bindings_in((text for (text,) in cur), rest)}
+        except sqlite3.Error as exc:  # a record SQLite cannot decode: not one toolloop wrote
+            raise unreadable("audit_log", self.location, exc) from exc
 
 
 #: ``Store.turn_and_unsettled_calls``: rows tagged 0 (the turn's) and 1 (unsettled elsewhere)

@@ -81,7 +81,6 @@ def worker(
                     "ended": stats.ended,
                     "busy": stats.busy,
                     "failed": stats.failed,
-                    "not_run": sorted(stats.not_run),
                 }
             )
         else:

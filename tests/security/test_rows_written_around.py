@@ -161,11 +161,11 @@ def test_a_waiting_call_moved_out_of_its_turn_is_never_skipped(
             "the calls of turn 2 name more than one response",
         ),
         (
-            "UPDATE calls SET seq = 1 WHERE name = 'submit_refund'",
-            "the calls of turn 2 are not numbered 0 to 0",
+            "UPDATE calls SET turn_idx = 2, seq = 5 WHERE name = 'get_order'",
+            "the calls of turn 2 are not numbered 0 to 1",
         ),
     ],
-    ids=["a call of another turn moved in", "renumbered"],
+    ids=["a call of another turn moved in", "numbered out of order"],
 )
 def test_a_turn_that_is_not_one_answers_calls_is_not_answered(
     waiting: Path, tmp_path: Path, sql: str, problem: str
@@ -371,3 +371,21 @@ def test_an_audit_record_that_is_not_utf8_is_refused_by_name(
     assert out["error_type"] == "TamperedStore"
     assert "audit_log.record holds text that is not UTF-8" in out["error"]
     assert submit_state(path) == "WAITING_APPROVAL"
+
+
+@pytest.mark.parametrize("column", ["idempotency_key", "raw_arguments", "argument_error"])
+def test_a_waiting_call_changed_by_hand_is_not_decided_or_run(
+    waiting: Path, tmp_path: Path, column: str
+) -> None:
+    """Applying a decision writes the call again; a row changed around toolloop (a fresh
+    idempotency key would let the refund be made twice downstream) is refused first, so it
+    is never written back as toolloop's own and never run."""
+    path = copy_of(waiting, tmp_path)
+    _, apr = ids(path)
+    write_around(path, f"UPDATE calls SET {column} = 'changed' WHERE name = 'submit_refund'")
+    result = runner.invoke(
+        app, ["approve", apr, "--as", "ops-lead", "--resume", "--store", str(path), "--json"]
+    )
+    refused(result, column)
+    assert submit_state(path) == "WAITING_APPROVAL"
+    assert not refunds_made(path)

@@ -56,9 +56,11 @@ def _decided(deps: Deps, call: CallRecord, now: datetime, waiting: list[str]) ->
         _check_pin(deps, call, apr)
         waiting.append(apr.approval_id)
         return call
-    # a decision is acted on only as it was recorded: one written around toolloop (or an
-    # expiry moved) runs nothing
+    # a decision is acted on only as it was recorded, and on the call as it was recorded: a
+    # row written around toolloop (an expiry moved, a call's idempotency key changed) runs
+    # nothing, and is never written again as if it were toolloop's own
     deps.store.check_approval_logged(apr.approval_id)
+    deps.store.check_call_logged(call)
     if apr.status is ApprovalStatus.PENDING or (apr.status is ApprovalStatus.APPROVED and expired):
         if apr.status is ApprovalStatus.PENDING:
             deps.store.decide_approval(

@@ -299,23 +299,17 @@ class Store(ApprovalStore):
         return [call_from_row(r) for r in rows]
 
     def check_call_logged(self, call: CallRecord) -> None:
-        """Refuse a call written around toolloop: its row must be what the audit log last
-        recorded (``logged.py``). Asked before a side effect's intent is committed, so a call
-        set APPROVED by hand (or its arguments changed) runs nothing."""
+        """Refuse a call written around toolloop: ``call`` (as read from its table, or as
+        this process wrote it) must be what the audit log last recorded (``logged.py``).
+        Asked before a decision is applied to it and before a side effect's intent is
+        committed, so a call set APPROVED by hand, or its key or arguments changed, runs
+        nothing and is never written back as toolloop's own. The record in hand is compared,
+        not read again: a step reads the calls table once."""
         key = [call.operation_id, call.response_id, call.call_id]
         if self.conn.in_transaction and self._audit.writes("call", key):
             return  # written by this transaction: what it wrote is what it logs
-        self._write_held(_CALLS)
-        row = self._read_one(
-            "calls",
-            f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND response_id = ?"
-            " AND call_id = ?",
-            key,
-        )
+        named = dict(zip(CALL_NAMES, call_row(call), strict=True))
         name = f"call {call.call_id} of operation {call.operation_id}"
-        if row is None:
-            raise TamperedStore(f"{name} is gone from store {self.location}; nothing was run")
-        named = dict(zip(CALL_NAMES, row, strict=True))
         refuse_unlogged(self.conn, self.location, "call", key, named, name)
 
     def turn_and_unsettled_calls(

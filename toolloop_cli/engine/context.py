@@ -59,11 +59,16 @@ class Deps:
         return iso(self.clock.now())
 
 
-def turn_calls(deps: Deps, op: OperationRecord) -> list[CallRecord]:
-    """The calls of the operation's current turn; a call step without one is a broken store."""
+def current_turn(op: OperationRecord) -> int:
+    """The operation's current turn; a call step without one is a broken store."""
     if op.current_turn is None:
         raise StoreError(f"operation {op.operation_id} has no current turn")
-    return deps.store.calls(op.operation_id, op.current_turn)
+    return op.current_turn
+
+
+def turn_calls(deps: Deps, op: OperationRecord) -> list[CallRecord]:
+    """The calls of the operation's current turn."""
+    return deps.store.calls(op.operation_id, current_turn(op))
 
 
 def transition(

@@ -259,7 +259,7 @@ class StorePort(Protocol):
         ...
 
     def calls_of_response(
-        self, operation_id: str, response_id: str, call_ids: Sequence[str] | None = None
+        self, operation_id: str, response_id: str, call_ids: Sequence[str]
     ) -> list[CallRecord]: ...
 
     def earlier_calls(

@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from toolloop_cli.audit.binding import check_result_set
-from toolloop_cli.errors import StoreError
 
 from . import envelopes
-from .context import Deps, call_binding_inputs, op_binding, transition
+from .context import Deps, call_binding_inputs, current_turn, op_binding, transition
 from .records import CallRecord, OperationRecord
 from .states import CALL_HAS_RESULT, OpState
 from .types import ResultForModel
@@ -27,10 +26,8 @@ def send_back(deps: Deps, op: OperationRecord) -> tuple[OperationRecord, None]:
     log. Any failure stops the operation ESCALATED before a request is sent: an integrity
     failure needs a person, not a retry (docs/audit.md).
     """
-    if op.current_turn is None:
-        raise StoreError(f"operation {op.operation_id} has no current turn")
     # never the records in hand: what is sent is what is stored
-    calls, unsettled = deps.store.turn_and_unsettled_calls(op.operation_id, op.current_turn)
+    calls, unsettled = deps.store.turn_and_unsettled_calls(op.operation_id, current_turn(op))
     results = results_for_model(calls, lambda name: _provider_type(deps, name))
     problems = _turn_problems(op, calls, unsettled)
     problems += check_result_set(op_binding(op), [call_binding_inputs(c) for c in calls], results)

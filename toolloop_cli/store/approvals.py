@@ -11,7 +11,6 @@ from toolloop_cli.engine.states import ApprovalStatus
 from toolloop_cli.engine.types import JSONObject
 from toolloop_cli.errors import AlreadyDecided, OperationNotFound, StoreError, TamperedStore
 
-from .logged import refuse_unlogged
 from .rows import APR_COLUMNS, APR_NAMES, apr_from_row
 from .transactions import TransactionalStore
 
@@ -56,14 +55,13 @@ class ApprovalStore(TransactionalStore):
         """Refuse an approval written around toolloop: it must be what the audit log last
         recorded for it (``logged.py``). Asked before a decision is made and before one is
         applied, so a forged decision or a moved expiry runs nothing."""
-        key = [approval_id]
-        if self.conn.in_transaction and self._audit.writes("approval", key):
-            return  # written by this transaction: what it wrote is what it logs
+        if self.conn.in_transaction and self._audit.writes("approval", [approval_id]):
+            return  # written by this transaction: not read again
         values = self._approval_row(approval_id)
         if values is None:
             return  # a missing approval is the reader's error to report
         row = dict(zip(APR_NAMES, values, strict=True))
-        refuse_unlogged(self.conn, self.location, "approval", key, row, f"approval {approval_id}")
+        self._check_logged("approval", [approval_id], row, f"approval {approval_id}")
 
     def _approval_row(self, approval_id: str) -> tuple[Any, ...] | None:
         sql = f"SELECT {APR_COLUMNS} FROM approvals WHERE approval_id = ?"

@@ -22,7 +22,6 @@ from toolloop_cli.errors import OperationNotFound, StoreError, TamperedStore
 from .approvals import ApprovalStore
 from .audit_writer import bindings_in
 from .held import CALLS, OPERATIONS, TRANSITIONS
-from .logged import refuse_unlogged
 from .migrations import OPEN_CALLS_WHERE
 from .rows import (
     CALL_COLUMNS,
@@ -67,10 +66,8 @@ class Store(ApprovalStore):
         registry and steps it, so a row written around toolloop (a state set back, a
         registry path pointed elsewhere) runs nothing and imports nothing."""
         row = self._operation_row(operation_id, tenant)
-        if not (self.conn.in_transaction and self._audit.writes("operation", [operation_id])):
-            named = dict(zip(OP_NAMES, row, strict=True))
-            name = f"operation {operation_id}"
-            refuse_unlogged(self.conn, self.location, "operation", [operation_id], named, name)
+        named = dict(zip(OP_NAMES, row, strict=True))
+        self._check_logged("operation", [operation_id], named, f"operation {operation_id}")
         return op_from_row(row)
 
     def _operation_row(self, operation_id: str, tenant: str | None) -> tuple[Any, ...]:
@@ -306,11 +303,10 @@ class Store(ApprovalStore):
         nothing and is never written back as toolloop's own. The record in hand is compared,
         not read again: a step reads the calls table once."""
         key = [call.operation_id, call.response_id, call.call_id]
-        if self.conn.in_transaction and self._audit.writes("call", key):
-            return  # written by this transaction: what it wrote is what it logs
         named = dict(zip(CALL_NAMES, call_row(call), strict=True))
-        name = f"call {call.call_id} of operation {call.operation_id}"
-        refuse_unlogged(self.conn, self.location, "call", key, named, name)
+        self._check_logged(
+            "call", key, named, f"call {call.call_id} of operation {call.operation_id}"
+        )
 
     def turn_and_unsettled_calls(
         self, operation_id: str, turn_idx: int
@@ -338,21 +334,21 @@ class Store(ApprovalStore):
         return None if row is None else call_from_row(row)
 
     def calls_of_response(
-        self, operation_id: str, response_id: str, call_ids: Sequence[str] | None = None
+        self, operation_id: str, response_id: str, call_ids: Sequence[str]
     ) -> list[CallRecord]:
-        """The calls of one response with any of these call ids, or all of them when None
-        (one query, the unique key)."""
+        """The calls of one response with any of these call ids (one query, the unique key)."""
         self._write_held(_CALLS)
-        sql = f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND response_id = ?"
-        args: list[Any] = [operation_id, response_id]
-        if call_ids is not None:
-            if not call_ids:
-                return []
-            sql += f" AND call_id IN ({', '.join('?' for _ in call_ids)})"
-            args += call_ids
+        if not call_ids:
+            return []
+        marks = ", ".join("?" for _ in call_ids)
         # sorted here: ordered in SQL, SQLite walked every call of the operation in order
         # (``calls_turn``) instead of seeking the key
-        rows = self._read("calls", sql, args)
+        rows = self._read(
+            "calls",
+            f"SELECT {CALL_COLUMNS} FROM calls WHERE operation_id = ? AND response_id = ?"
+            f" AND call_id IN ({marks})",
+            (operation_id, response_id, *call_ids),
+        )
         return sorted((call_from_row(r) for r in rows), key=lambda c: (c.turn_idx, c.seq))
 
     def earlier_calls(

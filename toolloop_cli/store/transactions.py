@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from .audit_writer import AuditWriter
 from .connection import Connection
 from .durability import Durability
 from .held import ALL, HeldWrites
+from .logged import refuse_unlogged
 from .unreadable import unreadable
 
 
@@ -314,6 +315,14 @@ class TransactionalStore:
             return self.conn.execute(sql, args).fetchone()
         except sqlite3.Error as exc:
             raise unreadable(table, self.location, exc) from exc
+
+    def _check_logged(self, kind: str, key: list[Any], row: Mapping[str, Any], name: str) -> None:
+        """Refuse a ``kind`` row (its columns by name; ``name`` says which) that is not what
+        the audit log last recorded for it (``logged.py``): a ``TamperedStore``, nothing run.
+        A row the open transaction wrote is what it logs: not compared."""
+        if self.conn.in_transaction and self._audit.writes(kind, key):
+            return
+        refuse_unlogged(self.conn, self.location, kind, key, row, name)
 
     # -- audit ------------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.audit_log import edit_write, newest_write, reseal
+from support.audit_log import append_record, edit_write, newest_write, reseal
 from support.cli import json_out
 from support.clock import FakeClock
 from support.harness.fake_refund_service import wait_for_handlers
@@ -37,7 +37,6 @@ from toolloop_cli.cli import app
 from toolloop_cli.service import approvals, operations
 from toolloop_cli.service.verify import verify_store
 from toolloop_cli.store import open_store
-from toolloop_cli.store.audit_writer import append_sealed
 
 Found = set[tuple[str, str, str | None, str | None]]  # table, field, operation, call
 
@@ -82,12 +81,9 @@ class Forger:
 
     def append(self, kind: str, row: dict[str, Any]) -> None:
         """A new record at the tail, every hash and link recomputed."""
-        seq, prev = self.conn.execute(
-            "SELECT seq, chain_sha256 FROM audit_log ORDER BY seq DESC LIMIT 1"
-        ).fetchone()
         if kind == "turn":
             row = {k: v for k, v in row.items() if k != "response_body"}
-        append_sealed(self.conn, seal(seq + 1, prev, kind, row))
+        append_record(self.conn, kind, row)
 
     def rewrite_record(self, seq: int, row: dict[str, Any]) -> None:
         """Replace record ``seq`` in place and recompute every link after it."""

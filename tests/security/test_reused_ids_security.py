@@ -22,19 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.audit_log import append_record
 from support.paths import REGISTRY
 from support.scripted import answer, call, final
 
 from toolloop_cli.adapters.scripted import ScriptedTransport
 from toolloop_cli.audit.binding import call_binding_sha256, result_sha256
-from toolloop_cli.audit.hashing import seal
 from toolloop_cli.engine.states import ApprovalStatus, CallState, OpState
 from toolloop_cli.errors import TamperedStore
 from toolloop_cli.examples.refunds import ledger_refunds
 from toolloop_cli.service import approvals, operations, views
 from toolloop_cli.service.verify import verify_store
 from toolloop_cli.store import Store, open_store
-from toolloop_cli.store.audit_writer import append_sealed
 
 FIRST = {"order_id": "ord_1001", "amount_cents": 4999}
 SECOND = {"order_id": "ord_1002", "amount_cents": 1250}
@@ -256,10 +255,7 @@ def forge(path: Path, response_id: str, *, reseal: bool) -> None:
             f"UPDATE calls SET result_sha256 = ?, call_binding_sha256 = ? {key}",
             (row["result_sha256"], row["call_binding_sha256"], response_id),
         )
-        seq, prev = conn.execute(
-            "SELECT seq, chain_sha256 FROM audit_log ORDER BY seq DESC LIMIT 1"
-        ).fetchone()
-        append_sealed(conn, seal(seq + 1, prev, "call", row))
+        append_record(conn, "call", row)
     conn.execute("COMMIT")
     conn.close()
 

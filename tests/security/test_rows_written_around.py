@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.audit_log import append_record
 from support.cli import json_out
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
 from typer.testing import CliRunner
 
-from toolloop_cli.audit.hashing import seal
 from toolloop_cli.cli import app
+from toolloop_cli.examples.refunds import ledger_refunds
 from toolloop_cli.store import open_store
-from toolloop_cli.store.audit_writer import append_sealed
 
 runner = CliRunner()
 
@@ -266,10 +266,7 @@ def test_a_call_approved_by_a_forged_record_still_needs_its_approval(
     forger.execute("BEGIN IMMEDIATE")
     forger.execute("UPDATE calls SET state = 'APPROVED' WHERE name = 'submit_refund'")
     row = dict(forger.execute("SELECT * FROM calls WHERE name = 'submit_refund'").fetchone())
-    seq, prev = forger.execute(
-        "SELECT seq, chain_sha256 FROM audit_log ORDER BY seq DESC LIMIT 1"
-    ).fetchone()
-    append_sealed(forger, seal(seq + 1, prev, "call", row))
+    append_record(forger, "call", row)
     forger.execute("COMMIT")
     forger.close()
     result = runner.invoke(app, ["resume", op, "--store", str(path), "--json"])
@@ -281,17 +278,9 @@ def test_a_call_approved_by_a_forged_record_still_needs_its_approval(
     assert not refunds_made(path)
 
 
-def refunds_made(path: Path) -> list[Any]:
+def refunds_made(path: Path) -> list[dict[str, Any]]:
     """The refunds the example's ledger (beside the store) holds."""
-    ledger = path.parent / "payments.db"
-    if not ledger.exists():
-        return []
-    conn = sqlite3.connect(ledger)
-    try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-        return conn.execute("SELECT * FROM refunds").fetchall() if "refunds" in tables else []
-    finally:
-        conn.close()
+    return ledger_refunds(path.parent / "payments.db")
 
 
 def test_a_waiting_call_set_executing_by_hand_is_never_run_as_a_crash_left_it(

@@ -20,6 +20,15 @@ from toolloop_cli.store.audit_writer import append_sealed
 from toolloop_cli.store.connection import Connection
 
 
+def append_record(conn: Connection, kind: str, row: dict[str, Any]) -> None:
+    """A new single-row record of ``kind`` at the tail, its hash and link computed as the
+    store would: a forger's legal-looking addition (the chain is unkeyed)."""
+    seq, prev = conn.execute(
+        "SELECT seq, chain_sha256 FROM audit_log ORDER BY seq DESC LIMIT 1"
+    ).fetchone()
+    append_sealed(conn, seal(seq + 1, prev, kind, row))
+
+
 def records(conn: Connection) -> list[tuple[int, dict[str, Any]]]:
     """Every record of the log, parsed, in ``seq`` order."""
     rows = conn.execute("SELECT seq, record FROM audit_log ORDER BY seq").fetchall()

@@ -265,6 +265,10 @@ def _write(
     return bool(cur.rowcount == 1)
 
 
+#: the latest moment a message shows (``datetime`` ends at year 9999)
+_LATEST = 253_402_300_799.0
+
+
 def _expiry(row: tuple[str, int, str, float]) -> float | None:
     """The lease's expiry in epoch seconds; None for a value toolloop never writes (text, a
     NULL): such a row, written around toolloop, holds nothing and counts as stale."""
@@ -292,10 +296,6 @@ def held(store: Store, operation_id: str, *, ttl_s: float | None = None) -> Iter
         yield lease
     finally:
         lease.release()
-
-
-#: the latest moment a message shows (``datetime`` ends at year 9999)
-_LATEST = 253_402_300_799.0
 
 
 def _stale(row: tuple[str, int, str, float], moment: float) -> bool:

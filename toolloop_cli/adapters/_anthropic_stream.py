@@ -2,12 +2,14 @@
 
 ``message_start`` gives the message shell; each ``content_block_start`` opens a block at its
 ``index`` (a ``tool_use`` block's id and name come only from there, its ``input`` is ``{}``);
-``content_block_delta`` fragments (``text_delta``, ``input_json_delta``, ``thinking_delta``)
-are assembled per index under the byte cap, ``signature_delta`` and ``citations_delta`` are set
-as they come; ``content_block_stop`` closes the block, and only then is a call's
-``partial_json`` parsed (an empty one is ``{}``; the parsed object *replaces* the start
-``input``). ``message_delta`` carries the stop reason; ``message_stop`` ends the answer, which
-is then parsed exactly like a non-streamed message. ``ping`` may come anywhere. An ``error``
+``content_block_delta`` fragments (``text_delta``, ``input_json_delta``, ``thinking_delta``,
+and a ``compaction`` block's ``compaction_delta`` summary ``content``) are assembled per index
+under the byte cap, ``signature_delta``, ``citations_delta`` and a compaction's latest
+``encrypted_content`` are set as they come; ``content_block_stop`` closes the block, and only
+then is a call's ``partial_json`` parsed (an empty one is ``{}``; the parsed object
+*replaces* the start ``input``). ``message_delta`` carries the stop reason; ``message_stop``
+ends the answer, which is then parsed exactly like a non-streamed message. ``ping`` may come
+anywhere. An ``error``
 event fails the turn by its ``error.type`` (``overloaded_error`` is retryable) even though the
 HTTP status was 200. A ``tool_use`` block never closed (``max_tokens`` can skip its
 ``content_block_stop``) is a cut call: never executed.
@@ -36,6 +38,8 @@ _DELTAS: dict[str, str] = {
     "thinking_delta": "thinking",
 }
 _TRUNCATING = frozenset({"max_tokens", "model_context_window_exceeded"})
+#: block type → the block field its streamed text is assembled into
+_TEXT_FIELDS: dict[str, str] = {"text": "text", "thinking": "thinking", "compaction": "content"}
 
 ParseMessage = Callable[[Any, Mapping[int, str] | None], ModelTurn]
 
@@ -74,6 +78,8 @@ class AnthropicStream:
         self.message: JSONObject | None = None
         self.blocks: dict[int, JSONObject] = {}
         self.raw_inputs: dict[int, str] = {}
+        #: compaction blocks whose summary came in deltas (a null one that got none stays null)
+        self.summaries: set[int] = set()
 
     def handle(self, name: str | None, data: JSONObject) -> ModelTurn | None:
         match data.get("type"):
@@ -111,9 +117,10 @@ class AnthropicStream:
             raise _malformed(f"content block {index} started twice")
         self.blocks[index] = dict(block)
         self.fragments.open(index)
-        for key in ("text", "thinking"):
-            if isinstance(block.get(key), str) and block[key]:
-                self.fragments.add(index, block[key])
+        key = _TEXT_FIELDS.get(block["type"])
+        if key is not None and isinstance(block.get(key), str) and block[key]:
+            self.fragments.add(index, block[key])
+            self.summaries.add(index)
         if block["type"] == "tool_use":
             self.on_event(
                 "call_streaming", {"call_id": str(block.get("id")), "name": str(block.get("name"))}
@@ -129,6 +136,8 @@ class AnthropicStream:
                 block["signature"] = delta.get("signature")
             case "citations_delta":
                 block.setdefault("citations", []).append(delta.get("citation"))
+            case "compaction_delta":
+                self._compaction_delta(index, block, delta)
             case str() if kind in _DELTAS:
                 text = delta.get(_DELTAS[kind])
                 if not isinstance(text, str):
@@ -136,6 +145,22 @@ class AnthropicStream:
                 self.fragments.add(index, text)
             case _:
                 raise _malformed(f"content_block_delta of unsupported type {kind!r}")
+
+    def _compaction_delta(self, index: int, block: JSONObject, delta: JSONObject) -> None:
+        """A compaction summary: its ``content`` text (null says nothing) and its opaque
+        ``encrypted_content``, which the next request must carry back as the latest one."""
+        if block["type"] != "compaction":
+            raise _malformed(f"compaction_delta for block {index} of type {block['type']!r}")
+        text, sealed = delta.get("content"), delta.get("encrypted_content")
+        if not isinstance(text, str | None) or not isinstance(sealed, str | None):
+            raise _malformed(
+                "compaction_delta with a 'content' or 'encrypted_content' not a string"
+            )
+        if text is not None:
+            self.fragments.add(index, text)
+            self.summaries.add(index)
+        if sealed is not None:
+            block["encrypted_content"] = sealed
 
     def _stop(self, index: int) -> None:
         block = self.blocks.get(index)
@@ -156,6 +181,8 @@ class AnthropicStream:
             self.raw_inputs[index] = raw
         elif kind in ("text", "thinking"):
             block[kind] = text
+        elif kind == "compaction" and index in self.summaries:
+            block["content"] = text
 
     def _message_delta(self, data: JSONObject) -> None:
         if self.message is None:

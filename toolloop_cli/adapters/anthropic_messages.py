@@ -19,6 +19,9 @@ Stop reasons, every one mapped:
 - ``pause_turn``: the turn is to be continued by sending the assistant content back. It is a
   TOOL_PROPOSALS turn with no calls (unless the message holds client ``tool_use`` blocks): the
   engine appends the content, has no results to add, and asks again; the turn guard bounds it;
+- ``compaction`` (context management with ``pause_after_compaction``): the same as
+  ``pause_turn``: the message holds the ``compaction`` block that replaces the history before
+  it, sent back as received, and the model is asked to go on;
 - ``refusal``: REFUSAL, with ``stop_details`` (category, explanation) in the detail.
 
 A streamed answer is read by ``_anthropic_stream``; ``max_tokens`` is 4096 unless the settings
@@ -41,6 +44,7 @@ from toolloop_cli.engine.types import (
     ResultForModel,
     ToolSpec,
     TurnOutcome,
+    Usage,
 )
 from toolloop_cli.errors import AdapterError, MalformedProviderPayload
 
@@ -188,7 +192,7 @@ def parse_message(data: Any, raw_inputs: Mapping[int, str] | None = None) -> Mod
     common: dict[str, Any] = {
         "response_id": message_id,
         "model": model if isinstance(model, str) else None,
-        "usage": usage_from(data.get("usage"), "input_tokens", "output_tokens", None, _PROVIDER),
+        "usage": _usage(data.get("usage")),
         "output_items": ({"role": "assistant", "content": content},),
         "finish_reason": stop,
     }
@@ -202,8 +206,13 @@ def parse_message(data: Any, raw_inputs: Mapping[int, str] | None = None) -> Mod
             return ModelTurn(
                 outcome=TurnOutcome.TOOL_PROPOSALS, text=text, calls=tuple(calls), **common
             )
-        case "pause_turn":
-            detail = "the provider paused the turn; its content is sent back to continue it"
+        case "pause_turn" | "compaction":
+            detail = (
+                "the provider paused the turn; its content is sent back to continue it"
+                if stop == "pause_turn"
+                else "the provider compacted the conversation and paused; the compaction is "
+                "sent back to continue"
+            )
             return ModelTurn(
                 outcome=TurnOutcome.TOOL_PROPOSALS,
                 text=text,
@@ -258,6 +267,30 @@ def _scan(
                 # thinking, redacted_thinking, server tool blocks: carried back, never run
                 pass
     return texts, calls
+
+
+def _usage(raw: Any) -> Usage:
+    """The answer's token counts, with those of the compaction it ran first.
+
+    A compacting answer (context management) reports its compaction as a separate entry of
+    ``usage.iterations``, left out of the top-level counts; the budget counts what was spent,
+    so its tokens are added. The ``message`` iteration is the top level itself.
+    """
+    usage = usage_from(raw, "input_tokens", "output_tokens", None, _PROVIDER)
+    iterations = raw.get("iterations") if isinstance(raw, dict) else None
+    if iterations is None:
+        return usage
+    if not isinstance(iterations, list) or not all(isinstance(i, dict) for i in iterations):
+        _malformed("usage 'iterations' is not a list of objects")
+    tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
+    for step in iterations:
+        if step.get("type") == "compaction":
+            spent = usage_from(step, "input_tokens", "output_tokens", None, _PROVIDER)
+            tokens_in += spent.input_tokens
+            tokens_out += spent.output_tokens
+    return Usage(
+        input_tokens=tokens_in, output_tokens=tokens_out, total_tokens=tokens_in + tokens_out
+    )
 
 
 def _tool_use(index: int, block: JSONObject, raw: str | None) -> ProposedCall:

@@ -239,6 +239,18 @@ def test_a_max_tokens_answer_with_a_call_is_truncated_and_never_proposes_it() ->
     assert "never executed" in (turn.detail or "")
 
 
+def test_an_answer_blocked_by_model_armor_is_a_refusal_with_the_reason_given() -> None:
+    said = "The response violated Responsible AI Safety settings (Hate Speech) filters."
+    candidate = {"finishReason": "MODEL_ARMOR", "finishMessage": said}
+    turn = GENERATE.parse_response(ok({"candidates": [candidate], "responseId": "r1"}))
+    assert (turn.outcome, turn.finish_reason, turn.calls) == (
+        TurnOutcome.REFUSAL,
+        "MODEL_ARMOR",
+        (),
+    )
+    assert turn.detail == f"the answer was blocked (MODEL_ARMOR): {said}"
+
+
 @pytest.mark.parametrize(
     "steps",
     [

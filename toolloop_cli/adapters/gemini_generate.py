@@ -66,6 +66,7 @@ _REFUSALS = frozenset(
         "BLOCKLIST",
         "PROHIBITED_CONTENT",
         "SPII",
+        "MODEL_ARMOR",  # Vertex AI: the answer was blocked by a Model Armor template
         "IMAGE_SAFETY",
         "IMAGE_PROHIBITED_CONTENT",
         "IMAGE_RECITATION",

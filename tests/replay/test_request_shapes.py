@@ -539,3 +539,38 @@ def test_a_result_the_recording_s_client_dropped_is_an_error_for_the_model_not_a
     }
     assert [(d["kind"], d["call_id"]) for d in out["divergences"]] == [("extra_result", "toolu_r")]
     assert code == 17
+
+
+def test_a_tool_call_the_client_read_itself_and_wrote_back_as_text_ends_its_conversation(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """A client that asks for structured output through a tool reads the call itself, writes
+    it into the history as text and asks again: that call was never answered, so the first
+    conversation ends at it, and the next request starts one of its own from that history
+    (neither diverges: the replay sends no result the recording does not have)."""
+    user = {"role": "user", "content": "Choose a lucky number between 1 and 10"}
+    tool = {"name": "formatted_output", "input_schema": {"type": "object"}}
+    body = {"model": "claude-3", "max_tokens": 500, "tools": [tool]}
+    first = an_message("m1", [an_use("toolu_1", "formatted_output", {"output": 7})], "tool_use")
+    again = [
+        user,
+        {"role": "assistant", "content": '{"output": 7}'},
+        {"role": "user", "content": "Ok, now choose a different lucky number"},
+    ]
+    second = an_message("m2", [an_use("toolu_2", "formatted_output", {"output": 3})], "tool_use")
+    path = write(
+        tmp_path,
+        [
+            exchange(ANTHROPIC, {**body, "messages": [user]}, first),
+            exchange(ANTHROPIC, {**body, "messages": again}, second),
+        ],
+    )
+    code, out = replay(cli, path)
+    assert [(op["interactions"], op["state"]) for op in out["operations"]] == [
+        ([0], "INCOMPLETE"),
+        ([1], "INCOMPLETE"),
+    ]
+    assert out["divergences"] == []
+    assert [(c["call_id"], c["state"]) for c in out["calls"]] == [("toolu_1", "NOT_EXECUTED")]
+    assert "nobody answered the last answer's call(s): toolu_1" in out["reason"]
+    assert code == 12

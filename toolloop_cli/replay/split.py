@@ -11,8 +11,12 @@ agent called as a tool holds its own conversation between a call and its result)
    compared as ``comparable`` says (a moved cache marker or a re-spelled field is the same
    item), and maybe more;
 3. the same items again after an answer that may be retried (429, 5xx, 529…) is a retry;
-4. failing those, it carries the last request's items plus more (a client that rewrote the
-   answer it echoes), or names provider state no answer here holds (the newest one).
+4. failing those, it carries the last request's items plus more and results the last request
+   did not (a client that rewrote the answer it echoes, then answered it), or names provider
+   state no answer here holds (the newest one). A request that rewrote a tool-call answer and
+   answers none of its calls (a client that read a structured-output call itself, then wrote
+   it into the history as text and asked again) is a new conversation from that history: the
+   calls were never answered, so the first one ends there.
 
 A request that continues a conversation whose last answer was not a tool call (a final
 answer, a cut one, an error that is not retried) starts a new conversation: a new user turn
@@ -31,7 +35,7 @@ from toolloop_cli.errors import ToolloopError, TranscriptError
 from toolloop_cli.transcripts.cassette import Cassette, Interaction
 from toolloop_cli.transcripts.detect import detect_poll
 
-from .shapes import Api, comparable_items, continues_from, reader
+from .shapes import Api, comparable_items, continues_from, reader, request_results
 
 __all__ = ["Conversation", "Skipped", "Split", "parse_answer", "split_conversations"]
 
@@ -87,6 +91,8 @@ class _Open:
     #: provider-side state it holds: its answers' ids, ``conversation:<id>``
     keys: set[str] = field(default_factory=set)
     order: int = 0
+    #: how many tool results its last request carried
+    results: int = 0
 
     @property
     def last(self) -> ModelTurn | None:
@@ -100,9 +106,12 @@ class _Open:
             return []
         return [found.comparable(item) for item in turn.output_items]
 
-    def add(self, index: int, interaction: Interaction, items: list[Any], key: str | None) -> None:
+    def add(
+        self, index: int, interaction: Interaction, items: list[Any], key: str | None, results: int
+    ) -> None:
         turn = parse_answer(self.api, interaction)
         self.items = items
+        self.results = results
         self.interactions.append(interaction)
         self.indices.append(index)
         self.turns.append(turn)
@@ -155,11 +164,12 @@ def split_conversations(cassette: Cassette) -> Split:
             continue
         items = comparable_items(interaction.api, body)
         key = continues_from(interaction.api, body)
-        target = _find(opened[-MAX_OPEN:], interaction.api, items, key)
+        results = len(request_results(interaction.api, body))
+        target = _find(opened[-MAX_OPEN:], interaction.api, items, key, results)
         if target is None:
             target = _Open(interaction.api, items, order=len(opened))
             opened.append(target)
-        target.add(index, interaction, items, key)
+        target.add(index, interaction, items, key, results)
     split.conversations = [o.close() for o in sorted(opened, key=lambda o: o.order)]
     if not split.conversations:
         raise TranscriptError(
@@ -168,8 +178,11 @@ def split_conversations(cassette: Cassette) -> Split:
     return split
 
 
-def _find(opened: list[_Open], api: Api, items: list[Any], key: str | None) -> _Open | None:
-    """The open conversation a request continues (newest first), or None for a new one."""
+def _find(
+    opened: list[_Open], api: Api, items: list[Any], key: str | None, results: int
+) -> _Open | None:
+    """The open conversation a request continues (newest first), or None for a new one;
+    ``results``: how many tool results the request carries."""
     candidates = [o for o in reversed(opened) if o.api == api]
     for conversation in candidates:
         if _retry(conversation, items) or _continues(conversation, items, key):
@@ -177,7 +190,8 @@ def _find(opened: list[_Open], api: Api, items: list[Any], key: str | None) -> _
     for conversation in candidates:  # the echoed answer was rewritten: last items and more
         if key is None and len(items) > len(conversation.items):
             if items[: len(conversation.items)] == conversation.items:
-                return conversation if _calls(conversation) else None
+                answered = _calls(conversation) and _answers(conversation, results)
+                return conversation if answered else None
     if key is not None and candidates:  # state none of its answers named: the newest one
         return candidates[0] if _calls(candidates[0]) else None
     return None
@@ -205,6 +219,14 @@ def _calls(conversation: _Open) -> bool:
     """Whether its last answer asked for tool results (or could not be read at all)."""
     last = conversation.last
     return last is None or last.outcome is TurnOutcome.TOOL_PROPOSALS
+
+
+def _answers(conversation: _Open, results: int) -> bool:
+    """Whether a request that rewrote the conversation's last answer still answers it: it
+    carries results its last request did not (an answer that asked for none, a paused turn,
+    or one that could not be read, needs none)."""
+    last = conversation.last
+    return last is None or not last.calls or results > conversation.results
 
 
 def _fold_poll(opened: list[_Open], index: int, interaction: Interaction) -> bool:

@@ -173,6 +173,22 @@ def oa_stream(response: dict[str, Any]) -> str:
                 output_index=index,
                 arguments=item["arguments"],
             )
+        elif item["type"] == "custom_tool_call":
+            emit("response.output_item.added", output_index=index, item={**item, "input": ""})
+            half = len(item["input"]) // 2
+            for delta in (item["input"][:half], item["input"][half:]):
+                emit(
+                    "response.custom_tool_call_input.delta",
+                    item_id=item["id"],
+                    output_index=index,
+                    delta=delta,
+                )
+            emit(
+                "response.custom_tool_call_input.done",
+                item_id=item["id"],
+                output_index=index,
+                input=item["input"],
+            )
         elif item["type"] == "message":
             emit("response.output_item.added", output_index=index, item={**item, "content": []})
             text = item["content"][0]["text"]

@@ -2,11 +2,14 @@
 
 Keying: ``response.output_item.added`` opens an item at its ``output_index`` (a function call's
 ``call_id`` and ``name`` come from there); argument deltas carry ``output_index`` and
-``item_id`` but never the call id, so either finds the item (given both, they must agree).
+``item_id`` but never the call id, so either finds the item (given both, they must agree). A
+custom tool's call (``custom_tool_call``) streams its free-text ``input`` the same way
+(``response.custom_tool_call_input.delta`` and ``.done``).
 
 The streamed pieces are the source of a call's arguments, as for the other providers: the
 deltas are assembled per output index under the byte cap and settled by the call's first done
-event (``response.function_call_arguments.done`` or ``response.output_item.done``). Every
+event (``response.function_call_arguments.done``, ``response.custom_tool_call_input.done`` or
+``response.output_item.done``). Every
 statement of the call after that (the other done event, and the terminal event's snapshot:
 ``response.completed|incomplete|failed`` carries the whole response) must give the same
 arguments, and never another type, call id or name for the same output index; otherwise the
@@ -53,6 +56,8 @@ _TEXT_DELTAS = frozenset(
 #: What names a call: a later statement of it may leave these out, never change them. Item ids
 #: are only used to find an item: some proxies give the final response fresh ones.
 _IDENTITY = ("type", "call_id", "name")
+#: call item type → the field its streamed text is: a function's arguments, a custom tool's input
+_STREAMED_TEXT = {"function_call": "arguments", "custom_tool_call": "input"}
 
 
 def _malformed(reason: str) -> MalformedProviderPayload:
@@ -73,8 +78,14 @@ def _client_tool_search(item: JSONObject) -> bool:
     return item.get("type") == "tool_search_call" and item.get("execution") == "client"
 
 
+def _text_field(item: JSONObject) -> str | None:
+    """The field of a call item whose text streams in pieces (None: not such a call)."""
+    kind = item.get("type")
+    return _STREAMED_TEXT.get(kind) if isinstance(kind, str) else None
+
+
 def _is_call(item: JSONObject) -> bool:
-    return item.get("type") == "function_call" or _client_tool_search(item)
+    return _text_field(item) is not None or _client_tool_search(item)
 
 
 class OpenAIStream:
@@ -105,7 +116,7 @@ class OpenAIStream:
         match kind:
             case "response.output_item.added":
                 self._added(data)
-            case "response.function_call_arguments.delta":
+            case "response.function_call_arguments.delta" | "response.custom_tool_call_input.delta":
                 delta = data.get("delta")
                 if not isinstance(delta, str):
                     raise _malformed("arguments delta without a string 'delta'")
@@ -115,6 +126,8 @@ class OpenAIStream:
                 where = "function_call_arguments.done"
                 self._agree(index, {"name": data.get("name")}, where)
                 self._settle(index, data.get("arguments"), where)
+            case "response.custom_tool_call_input.done":
+                self._settle(self._index(data), data.get("input"), "custom_tool_call_input.done")
             case "response.output_item.done":
                 self._item_done(data)
             case str() if kind in _TEXT_DELTAS:
@@ -152,7 +165,7 @@ class OpenAIStream:
         self.items[index] = dict(item)
         if isinstance(item.get("id"), str):
             self.by_item_id[item["id"]] = index
-        if item.get("type") == "function_call":
+        if _text_field(item) is not None:
             self.fragments.open(index)
             self.on_event(
                 "call_streaming",
@@ -164,9 +177,10 @@ class OpenAIStream:
         if index is None or index not in self.items or not isinstance(item, dict):
             raise _malformed("output_item.done for an item that was never added")
         self._agree(index, item, "output_item.done")
-        if self.items[index].get("type") == "function_call":
-            self._settle(index, item.get("arguments"), "output_item.done")
-            item = {**item, "arguments": self.arguments[index]}
+        field = _text_field(self.items[index])
+        if field is not None:
+            self._settle(index, item.get(field), "output_item.done")
+            item = {**item, field: self.arguments[index]}
         self.items[index] = dict(item)
         self.done.add(index)
 
@@ -222,8 +236,9 @@ class OpenAIStream:
     def _streamed(self, index: int) -> JSONObject:
         """An item as the stream left it; a call with its settled arguments."""
         item = self.items[index]
-        if index in self.arguments:
-            return {**item, "arguments": self.arguments[index]}
+        field = _text_field(item)
+        if index in self.arguments and field is not None:
+            return {**item, field: self.arguments[index]}
         return item
 
     def _counterpart(self, position: int, item: Any) -> int | None:
@@ -240,12 +255,13 @@ class OpenAIStream:
         where = "the final response"
         self._agree(index, item, where)
         streamed = self.items[index]
-        if streamed.get("type") == "function_call":
-            self._finish_call(index, item.get("arguments"))
+        field = _text_field(streamed)
+        if field is not None:
+            self._finish_call(index, item.get(field))
             if index not in self.arguments:
                 return item
             filled = {k: streamed[k] for k in _IDENTITY if item.get(k) is None and k in streamed}
-            return {**item, **filled, "arguments": self.arguments[index]}
+            return {**item, **filled, field: self.arguments[index]}
         if index in self.done and _client_tool_search(streamed):
             stated, given = item.get("arguments"), streamed.get("arguments")
             if stated is None:
@@ -269,14 +285,14 @@ class OpenAIStream:
         return [
             index
             for index, item in sorted(self.items.items())
-            if item.get("type") == "function_call" and index not in self.arguments
+            if _text_field(item) is not None and index not in self.arguments
         ]
 
     def cut(self, finish_reason: str, detail: str) -> ModelTurn:
         unfinished = [
             f"{item.get('call_id')} ({item.get('name')})"
             for index, item in sorted(self.items.items())
-            if item.get("type") == "function_call" and index not in self.done
+            if _text_field(item) is not None and index not in self.done
         ]
         if unfinished:
             detail += f"; call {', '.join(unfinished)} was cut mid-stream and never executed"

@@ -3,15 +3,17 @@
 Tools are declared in ``tools`` and, for tools loaded later in a conversation, in
 ``additional_tools`` input items; a client-executed tool search (``{"type": "tool_search",
 "execution": "client"}``) is called as the tool ``tool_search`` and answered by a
-``tool_search_output`` item whose ``tools`` are its result. A request continues provider
-state through ``previous_response_id`` or a ``conversation``.
+``tool_search_output`` item whose ``tools`` are its result. A custom (free-text) tool
+(``{"type": "custom", "name": …}``) takes the arguments ``{"input": <text>}`` and is answered
+by a ``custom_tool_call_output`` item. A request continues provider state through
+``previous_response_id`` or a ``conversation``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from toolloop_cli.engine.types import JSONObject, RecordedResult, ToolSpec
+from toolloop_cli.engine.types import TEXT_INPUT, JSONObject, RecordedResult, ToolSpec
 
 from ._reading import (
     callable_name,
@@ -25,10 +27,12 @@ from ._reading import (
     uncallable_name,
 )
 
-__all__ = ["TOOL_SEARCH", "ResponsesReader", "client_tool_search"]
+__all__ = ["CUSTOM", "TOOL_SEARCH", "ResponsesReader", "client_tool_search"]
 
 #: The name a client-executed tool search is called by (its items carry no name).
 TOOL_SEARCH = "tool_search"
+#: The declaration type of a custom tool, whose calls carry free text, not JSON arguments.
+CUSTOM = "custom"
 _PROVIDER = "openai"
 #: fields a client may add, drop or change when it echoes an output item back as input
 _ECHO_FIELDS = ("status", "namespace")
@@ -89,6 +93,8 @@ class ResponsesReader:
                 parameters = entry.get("parameters")
             elif client_tool_search(entry):
                 name, parameters = TOOL_SEARCH, entry.get("parameters") or {"type": "object"}
+            elif kind == CUSTOM and name:
+                parameters = TEXT_INPUT
             else:  # server-executed tools: declared again as recorded, never called by name
                 name, parameters = uncallable_name(kind, index, taken), {}
             if name in taken:
@@ -108,6 +114,10 @@ class ResponsesReader:
         for item in self.request_items(body):
             match item.get("type"):
                 case "function_call_output":
+                    output = item.get("output")
+                    text = only_text(output) if isinstance(output, list) else None
+                    found.append(result(item.get("call_id"), output if text is None else text))
+                case "custom_tool_call_output":
                     output = item.get("output")
                     text = only_text(output) if isinstance(output, list) else None
                     found.append(result(item.get("call_id"), output if text is None else text))

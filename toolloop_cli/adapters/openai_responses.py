@@ -14,7 +14,9 @@ A client-executed tool search (``tool_search_call`` with ``execution: client``, 
 the provider-defined ``{"type": "tool_search", "execution": "client"}``) is a call to the tool
 ``tool_search`` whose arguments are the item's object; its result goes back as a
 ``tool_search_output`` item whose ``tools`` are the result. A server-executed one is carried
-forward like reasoning.
+forward like reasoning. A call to a custom (free-text) tool, declared ``{"type": "custom",
+"name": …}``, is a ``custom_tool_call`` whose ``input`` is text: it is a call whose arguments
+are ``{"input": <that text>}``, answered by a ``custom_tool_call_output`` item.
 
 Invariants (see ``engine.ports.ModelAdapter``): ``ProposedCall.call_id`` is the item's
 ``call_id`` (the item ``id`` goes to ``item_id``); arguments are parsed strictly and never
@@ -52,7 +54,7 @@ from ._answer import MAX_BODY_BYTES, parse_answer, usage_from
 from ._declare import declarations
 from ._errors import OPENAI, classify_body_failure
 from ._openai_stream import OpenAIStream
-from ._responses_reader import TOOL_SEARCH, ResponsesReader
+from ._responses_reader import CUSTOM, TOOL_SEARCH, ResponsesReader
 from ._stream import EventSink, dumps_arguments, no_events
 from .providers import default_base_url
 
@@ -128,11 +130,20 @@ class OpenAIResponsesAdapter(ResponsesReader):
 
     def result_items(self, results: Sequence[ResultForModel]) -> list[JSONObject]:
         """One item per result, in order: a ``function_call_output`` with the content as
-        canonical JSON, or for a client tool search the ``tool_search_output`` whose ``tools``
-        are the result (none when the call failed)."""
+        canonical JSON (a ``custom_tool_call_output`` for a custom tool's call), or for a
+        client tool search the ``tool_search_output`` whose ``tools`` are the result (none when
+        the call failed)."""
         items: list[JSONObject] = []
         for result in results:
-            if result.provider_type == TOOL_SEARCH:
+            if result.provider_type == CUSTOM:
+                items.append(
+                    {
+                        "type": "custom_tool_call_output",
+                        "call_id": result.call_id,
+                        "output": canonical_text(result.content),
+                    }
+                )
+            elif result.provider_type == TOOL_SEARCH:
                 found = result.content.get("result") if not result.is_error else None
                 items.append(
                     {
@@ -267,27 +278,27 @@ def _scan(output: list[Any]) -> _Scan:
             _malformed(f"output[{index}] is not an item with a string 'type'")
         match item["type"]:
             case "function_call":
-                call, status = _function_call(index, item)
-                if call.call_id in seen:
-                    _malformed(f"output[{index}] repeats call_id {call.call_id!r}")
-                seen.add(call.call_id)
-                if status is not None and status != "completed":
-                    scan.unfinished.append(call.call_id)
-                scan.calls.append(call)
+                _take(scan, seen, index, *_function_call(index, item))
+            case "custom_tool_call":
+                _take(scan, seen, index, *_custom_tool_call(index, item))
             case "tool_search_call" if item.get("execution") == "client":
-                call, status = _tool_search_call(index, item)
-                if call.call_id in seen:
-                    _malformed(f"output[{index}] repeats call_id {call.call_id!r}")
-                seen.add(call.call_id)
-                if status is not None and status != "completed":
-                    scan.unfinished.append(call.call_id)
-                scan.calls.append(call)
+                _take(scan, seen, index, *_tool_search_call(index, item))
             case "message":
                 _message(index, item, scan)
             case _:
                 # reasoning and other items: carried forward verbatim, never text or calls
                 pass
     return scan
+
+
+def _take(scan: _Scan, seen: set[str], index: int, call: ProposedCall, status: str | None) -> None:
+    """One call of the answer; its call id is its own, and it runs only if it completed."""
+    if call.call_id in seen:
+        _malformed(f"output[{index}] repeats call_id {call.call_id!r}")
+    seen.add(call.call_id)
+    if status is not None and status != "completed":
+        scan.unfinished.append(call.call_id)
+    scan.calls.append(call)
 
 
 def _function_call(index: int, item: JSONObject) -> tuple[ProposedCall, str | None]:
@@ -324,6 +335,24 @@ def _tool_search_call(index: int, item: JSONObject) -> tuple[ProposedCall, str |
     item_id = item.get("id") if isinstance(item.get("id"), str) else None
     call = ProposedCall(call_id=call_id, name=TOOL_SEARCH, raw_arguments=raw, item_id=item_id)
     return call, status
+
+
+def _custom_tool_call(index: int, item: JSONObject) -> tuple[ProposedCall, str | None]:
+    """A call to a custom tool: its free text ``input`` is the arguments ``{"input": text}``."""
+    call_id, name, text = item.get("call_id"), item.get("name"), item.get("input")
+    status, item_id = item.get("status"), item.get("id")
+    if not isinstance(call_id, str) or not call_id:
+        _malformed(f"output[{index}] custom_tool_call has no string 'call_id'")
+    if not isinstance(name, str) or not name:
+        _malformed(f"output[{index}] custom_tool_call has no string 'name'")
+    if not isinstance(text, str):
+        _malformed(f"output[{index}] custom_tool_call 'input' is not a string")
+    if item_id is not None and not isinstance(item_id, str):
+        _malformed(f"output[{index}] custom_tool_call 'id' is not a string")
+    if status is not None and not isinstance(status, str):
+        _malformed(f"output[{index}] custom_tool_call 'status' is not a string")
+    raw = dumps_arguments({"input": text})
+    return ProposedCall(call_id=call_id, name=name, raw_arguments=raw, item_id=item_id), status
 
 
 def _message(index: int, item: JSONObject, scan: _Scan) -> None:

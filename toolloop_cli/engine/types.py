@@ -93,7 +93,16 @@ class ModelTurn(_Model):
     detail: str | None = None
 
 
-#: declaration types that are plain functions, not provider-defined tools
+#: The arguments of a call to a free-text tool (OpenAI's ``custom`` tools): the text as ``input``.
+TEXT_INPUT: JSONObject = {
+    "type": "object",
+    "properties": {"input": {"type": "string"}},
+    "required": ["input"],
+    "additionalProperties": False,
+}
+
+#: declaration types that are plain functions, not provider-defined tools (Anthropic may write
+#: a function's type as ``custom``; OpenAI's ``custom`` is a free-text tool of its own)
 FUNCTION_TYPES = frozenset({"function", "custom"})
 
 
@@ -118,6 +127,8 @@ class ToolSpec(_Model):
     def provider_type(self) -> str | None:
         """The declaration's type when it is a provider-defined tool (None for a function)."""
         kind = self.declaration.get("type") if self.declaration else None
+        if kind == "custom" and self.provider == "openai":
+            return "custom"  # answered in its own item, not as a function's output
         return kind if isinstance(kind, str) and kind not in FUNCTION_TYPES else None
 
     @model_serializer(mode="wrap")

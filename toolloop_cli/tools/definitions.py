@@ -110,7 +110,7 @@ class Registry:
                 description=t.description,
                 parameters=t.parameters,
                 provider=t.provider_tool.provider,
-                declaration=t.provider_tool.declaration(t.name),
+                declaration=t.provider_tool.declaration(t.name, t.description),
             )
             for t in self.tools.values()
         ]

@@ -13,6 +13,7 @@ loaded from that file, never in front of the standard library.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,13 +24,14 @@ import yaml
 
 from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.engine.clock import MAX_SPAN_S
+from toolloop_cli.engine.types import TEXT_INPUT
 from toolloop_cli.errors import RegistryError
 from toolloop_cli.strict_json import MAX_ARGUMENT_BYTES
 from toolloop_cli.tools import http_tool, mcp_registry, strict_yaml
 from toolloop_cli.tools.context import ToolContext
 from toolloop_cli.tools.definitions import Approval, Handler, Policy, Registry, Risk, ToolDef
 from toolloop_cli.tools.handler_modules import import_handler_module
-from toolloop_cli.tools.provider_tools import check_provider_tool
+from toolloop_cli.tools.provider_tools import OPENAI_CUSTOM, check_provider_tool
 from toolloop_cli.tools.validation import (
     json_problems,
     schema_problem,
@@ -204,7 +206,8 @@ def _check_tool(
     _check_keys(body, path, _TOOL_KEYS, required, problems)
     parameters = _check_schema(body, "parameters", path, problems, object_required=True)
     if parameters is None and "parameters" not in body and "provider_tool" in body:
-        parameters = dict(_ANY_OBJECT)
+        text = provider_tool is not None and provider_tool.type == OPENAI_CUSTOM
+        parameters = copy.deepcopy(TEXT_INPUT) if text else dict(_ANY_OBJECT)
     result_schema = _check_schema(body, "result_schema", path, problems, object_required=False)
     handler = _resolve(body, "handler", path, folder, problems)
     reconcile = _resolve(body, "reconcile", path, folder, problems)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import stat
@@ -30,6 +31,7 @@ from toolloop_cli.transcripts import (
     RecordedRequest,
     RecordedResponse,
     ReplayTransport,
+    cassette as cassette_module,
     cassette_api,
     detect_api,
     dump_cassette,
@@ -184,6 +186,30 @@ def test_missing_and_undecodable_files(tmp_path: Path) -> None:
     bad.write_bytes(b"interactions: ['\xe9']\n")
     with pytest.raises(TranscriptError, match=r"latin1\.yaml: cannot read"):
         load_cassette(bad)
+
+
+def test_a_gzip_compressed_cassette_file_reads_as_the_yaml_it_holds(tmp_path: Path) -> None:
+    """LangChain keeps its cassettes as ``.yaml.gz``: the same recording, compressed."""
+    packed = tmp_path / "refund.yaml.gz"
+    packed.write_bytes(gzip.compress(REFUND.read_bytes()))
+    plain = load_cassette(REFUND)
+    read = load_cassette(packed)
+    assert read.interactions == plain.interactions
+    assert read.metadata == plain.metadata
+
+
+def test_a_compressed_cassette_that_is_corrupt_or_too_big_is_one_clear_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cut = tmp_path / "cut.yaml.gz"
+    cut.write_bytes(gzip.compress(REFUND.read_bytes())[:-40])
+    with pytest.raises(TranscriptError, match=r"cut\.yaml\.gz: gzip data does not decompress"):
+        load_cassette(cut)
+    bomb = tmp_path / "bomb.yaml.gz"
+    bomb.write_bytes(gzip.compress(b"#" * 200_000))  # a few hundred bytes on disk
+    monkeypatch.setattr(cassette_module, "MAX_CASSETTE_BYTES", 100_000)
+    with pytest.raises(TranscriptError, match=r"bomb\.yaml\.gz: decompresses to more than 100000"):
+        load_cassette(bomb)
 
 
 def test_request_json_helper_refuses_non_json() -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "describe",
     "load",
     "read_capped",
+    "read_capped_bytes",
 ]
 
 #: Deepest nesting of mappings and sequences accepted in a document.
@@ -65,7 +66,12 @@ class TooLarge(ValueError):
 
 
 def read_capped(path: Path, limit: int) -> str:
-    """The file's UTF-8 text; ``TooLarge`` when it has more than ``limit`` bytes.
+    """The file's UTF-8 text; ``TooLarge`` when it has more than ``limit`` bytes."""
+    return read_capped_bytes(path, limit).decode("utf-8")
+
+
+def read_capped_bytes(path: Path, limit: int) -> bytes:
+    """The file's bytes; ``TooLarge`` when it has more than ``limit``.
 
     The size is checked before reading, and the read stops one byte past the limit, so a
     file that grows (or a pipe, which has no size) costs at most ``limit + 1`` bytes.
@@ -77,7 +83,7 @@ def read_capped(path: Path, limit: int) -> str:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise TooLarge(len(data), limit)
-    return data.decode("utf-8")
+    return data
 
 
 def load(

@@ -12,10 +12,14 @@ parsed (``parsed_body`` beside or instead of ``body``, as pydantic-ai writes the
 ``body``); a status as an int or ``{code, message}``; header values as a list or one string;
 header names in any case (kept lower-case). Bodies are kept as bytes: what was on the wire.
 
+A cassette file may itself be gzip-compressed (LangChain keeps its cassettes as
+``.yaml.gz``): it is read as the YAML it decompresses to.
+
 Every problem is a ``TranscriptError`` with one line naming the file, never a traceback. A
-cassette is untrusted input: files over ``MAX_CASSETTE_BYTES`` are refused unread, YAML
-aliases and duplicate keys are refused (``strict_yaml``), and a compressed body is inflated
-a piece at a time, refused once it passes ``MAX_BODY_BYTES``, the cap of a live answer.
+cassette is untrusted input: files over ``MAX_CASSETTE_BYTES`` are refused unread (and so is
+one that decompresses to more), YAML aliases and duplicate keys are refused (``strict_yaml``),
+and a compressed body is inflated a piece at a time, refused once it passes ``MAX_BODY_BYTES``,
+the cap of a live answer.
 ``dump_cassette`` writes the vcrpy shape atomically and always scrubs secret headers, and
 credentials in URIs (``user:password@`` and ``?key=``-style parameters).
 """
@@ -43,6 +47,7 @@ from toolloop_cli.tools import strict_yaml
 from .detect import detect_api
 
 __all__ = [
+    "GZIP_MAGIC",
     "MAX_CASSETTE_BYTES",
     "SCRUBBED",
     "SECRET_HEADERS",
@@ -77,6 +82,8 @@ SECRET_QUERY = frozenset({"key", "api_key", "api-key", "apikey", "access_token",
 #: The largest cassette file read (checked before parsing); a recording of 10,000 turns is
 #: tens of MiB, and parsing costs a few times the file in memory.
 MAX_CASSETTE_BYTES = 256 * 1024 * 1024
+#: How gzip data starts: a compressed cassette file, or a body recorded still compressed.
+GZIP_MAGIC = b"\x1f\x8b"
 
 #: ``{type, content}`` bodies (pydantic-ai's newer cassettes) with these types.
 _TYPED = frozenset({"json", "text"})
@@ -145,7 +152,10 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
     """Read a cassette file; any problem is one ``TranscriptError`` line naming the file."""
     name = os.fspath(path)
     try:
-        text = strict_yaml.read_capped(Path(name), MAX_CASSETTE_BYTES)
+        data = strict_yaml.read_capped_bytes(Path(name), MAX_CASSETTE_BYTES)
+        if data.startswith(GZIP_MAGIC):
+            data = _gunzipped(data, name)
+        text = data.decode("utf-8")
     except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or over the size limit
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise TranscriptError(f"transcript {name}: cannot read: {reason}") from exc
@@ -159,6 +169,18 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
         where, problem = problems[0]
         raise TranscriptError(f"transcript {name}: {where or '<document>'}: {problem}")
     return _cassette(name, document)
+
+
+def _gunzipped(data: bytes, name: str) -> bytes:
+    """A gzip-compressed cassette file, decompressed, never past ``MAX_CASSETTE_BYTES``."""
+    try:
+        return _decompress(data, zlib.MAX_WBITS | 16, MAX_CASSETTE_BYTES, members=True)
+    except _Oversized:
+        raise TranscriptError(
+            f"transcript {name}: decompresses to more than {MAX_CASSETTE_BYTES} bytes"
+        ) from None
+    except zlib.error as exc:
+        raise TranscriptError(f"transcript {name}: gzip data does not decompress: {exc}") from None
 
 
 def _cassette(name: str, document: Any) -> Cassette:
@@ -219,7 +241,7 @@ def _decoded(
     codings = [c.strip().lower() for v in headers.get("content-encoding", []) for c in v.split(",")]
     if body is None or not any(c in ("gzip", "x-gzip", "deflate") for c in codings):
         return headers, body
-    if body.startswith(b"\x1f\x8b"):
+    if body.startswith(GZIP_MAGIC):
         body = _inflate(body, True, where, codings)
     elif "deflate" in codings:
         body = _inflate(body, False, where, codings)
@@ -238,25 +260,36 @@ def _inflate(body: bytes, gzip: bool, where: str, codings: list[str]) -> bytes:
         wbits = zlib.MAX_WBITS | 16
     else:
         wbits = zlib.MAX_WBITS if body[:1] == b"x" else -zlib.MAX_WBITS
-    out = bytearray()
-    rest = body
     try:
-        while rest:
-            inflater = zlib.decompressobj(wbits)
-            out += inflater.decompress(rest, MAX_BODY_BYTES + 1 - len(out))
-            if len(out) > MAX_BODY_BYTES or inflater.unconsumed_tail:
-                raise _Problem(
-                    f"{where} body ({', '.join(codings)}) decodes to more than "
-                    f"{MAX_BODY_BYTES} bytes"
-                )
-            if not inflater.eof:
-                raise zlib.error("the compressed data ends early")
-            # gzip allows several members, and zero padding after them (as gzip.decompress)
-            rest = inflater.unused_data.lstrip(b"\x00") if gzip else b""
+        return _decompress(body, wbits, MAX_BODY_BYTES, members=gzip)
+    except _Oversized:
+        raise _Problem(
+            f"{where} body ({', '.join(codings)}) decodes to more than {MAX_BODY_BYTES} bytes"
+        ) from None
     except zlib.error as exc:
         raise _Problem(
             f"{where} body says content-encoding {', '.join(codings)} but does not decode: {exc}"
         ) from None
+
+
+class _Oversized(Exception):
+    """Compressed data that decompresses to more than its limit."""
+
+
+def _decompress(data: bytes, wbits: int, limit: int, *, members: bool) -> bytes:
+    """``data`` decompressed, never holding more than ``limit + 1`` bytes out (``_Oversized``
+    past ``limit``); ``members``: every gzip member, and zero padding after them, as
+    ``gzip.decompress`` reads them. A ``zlib.error`` when it does not decompress."""
+    out = bytearray()
+    rest = data
+    while rest:
+        inflater = zlib.decompressobj(wbits)
+        out += inflater.decompress(rest, limit + 1 - len(out))
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise _Oversized
+        if not inflater.eof:
+            raise zlib.error("the compressed data ends early")
+        rest = inflater.unused_data.lstrip(b"\x00") if members else b""
     return bytes(out)
 
 

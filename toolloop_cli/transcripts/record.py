@@ -28,6 +28,7 @@ from toolloop_cli.engine.records import ApprovalRecord, CallRecord, OperationRec
 from toolloop_cli.engine.types import MAX_BODY_BYTES, HttpRequest, HttpResponse, ToolInfo
 
 from .cassette import (
+    GZIP_MAGIC,
     Cassette,
     Interaction,
     RecordedRequest,
@@ -40,7 +41,6 @@ __all__ = ["METADATA_KEY", "RecordingTransport", "answered_requests", "operation
 
 #: The top-level cassette key that holds toolloop's metadata.
 METADATA_KEY = "toolloop"
-_GZIP_MAGIC = b"\x1f\x8b"
 #: ``response_sha256`` of a turn that got no answer (the engine hashes an empty body)
 _NO_ANSWER = sha256_hex(b"")
 
@@ -79,7 +79,7 @@ class RecordingTransport:
 
     def _record(self, request: HttpRequest, response: HttpResponse, body: bytes) -> None:
         headers = dict(response.headers)
-        if "content-encoding" in headers and not body.startswith(_GZIP_MAGIC):
+        if "content-encoding" in headers and not body.startswith(GZIP_MAGIC):
             # the body we hold is already decoded: the header would no longer be true
             headers.pop("content-encoding")
             headers.pop("content-length", None)

@@ -214,3 +214,18 @@ def test_a_custom_tool_names_no_execution(tmp_path: Path) -> None:
     problems = check_registry(registry(tmp_path, execution="client"))
     where = "tools.apply_patch.provider_tool.execution"
     assert any(p == where and "leave it out" in m for p, m in problems), problems
+
+
+def test_a_custom_tool_stream_cut_at_any_event_runs_no_call_and_whole_gives_the_call() -> None:
+    """The call exists only once the stream's terminal event came; a stream cut before it
+    (at any event boundary) is truncated with no call."""
+    body = oa_stream(oa_response("resp_1", [custom_call()]))
+    events = [chunk + "\n\n" for chunk in body.split("\n\n") if chunk.strip()]
+    adapter = OpenAIResponsesAdapter()
+    for end in range(1, len(events)):
+        turn = adapter.parse_response(answer("".join(events[:end]), SSE))
+        assert (turn.outcome, turn.calls) == (TurnOutcome.TRUNCATED, ()), end
+    whole = adapter.parse_response(answer(body, SSE))
+    assert [(c.call_id, c.raw_arguments) for c in whole.calls] == [
+        ("call_patch", json.dumps({"input": PATCH}, separators=(",", ":")))
+    ]

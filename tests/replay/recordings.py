@@ -145,6 +145,13 @@ def oa_response(
     }
 
 
+#: call item type → the field whose text streams in pieces, and its events' prefix
+STREAMED_CALLS = {
+    "function_call": ("arguments", "response.function_call_arguments"),
+    "custom_tool_call": ("input", "response.custom_tool_call_input"),
+}
+
+
 def oa_stream(response: dict[str, Any]) -> str:
     """The event stream of a Response: items added, argument and text deltas, done, completed."""
     seq = iter(range(10_000))
@@ -157,38 +164,13 @@ def oa_stream(response: dict[str, Any]) -> str:
     emit("response.created", response=shell)
     emit("response.in_progress", response=shell)
     for index, item in enumerate(response["output"]):
-        if item["type"] == "function_call":
-            emit("response.output_item.added", output_index=index, item={**item, "arguments": ""})
-            half = len(item["arguments"]) // 2
-            for delta in (item["arguments"][:half], item["arguments"][half:]):
-                emit(
-                    "response.function_call_arguments.delta",
-                    item_id=item["id"],
-                    output_index=index,
-                    delta=delta,
-                )
-            emit(
-                "response.function_call_arguments.done",
-                item_id=item["id"],
-                output_index=index,
-                arguments=item["arguments"],
-            )
-        elif item["type"] == "custom_tool_call":
-            emit("response.output_item.added", output_index=index, item={**item, "input": ""})
-            half = len(item["input"]) // 2
-            for delta in (item["input"][:half], item["input"][half:]):
-                emit(
-                    "response.custom_tool_call_input.delta",
-                    item_id=item["id"],
-                    output_index=index,
-                    delta=delta,
-                )
-            emit(
-                "response.custom_tool_call_input.done",
-                item_id=item["id"],
-                output_index=index,
-                input=item["input"],
-            )
+        if item["type"] in STREAMED_CALLS:
+            field, prefix = STREAMED_CALLS[item["type"]]
+            emit("response.output_item.added", output_index=index, item={**item, field: ""})
+            half = len(item[field]) // 2
+            for delta in (item[field][:half], item[field][half:]):
+                emit(f"{prefix}.delta", item_id=item["id"], output_index=index, delta=delta)
+            emit(f"{prefix}.done", item_id=item["id"], output_index=index, **{field: item[field]})
         elif item["type"] == "message":
             emit("response.output_item.added", output_index=index, item={**item, "content": []})
             text = item["content"][0]["text"]

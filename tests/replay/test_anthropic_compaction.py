@@ -22,7 +22,7 @@ from toolloop_cli.engine.types import HttpResponse, TurnOutcome
 from toolloop_cli.errors import MalformedProviderPayload
 
 ADAPTER = AnthropicMessagesAdapter()
-SUMMARY = {
+SUMMARY: dict[str, Any] = {
     "type": "compaction",
     "content": "The user asked for the weather in Paris; it is 21 °C.",
     "encrypted_content": "EqQBCkYIBxgC-final",
@@ -66,7 +66,7 @@ def compaction_events(
 
 def test_a_streamed_compaction_is_carried_back_as_the_json_answer_holds_it() -> None:
     message = an_message("msg_1", [SUMMARY, an_text("Hello.")], "end_turn")
-    deltas = [
+    deltas: list[dict[str, Any]] = [
         {"type": "compaction_delta", "content": SUMMARY["content"][:20], "encrypted_content": "x"},
         {"type": "compaction_delta", "content": SUMMARY["content"][20:], "encrypted_content": None},
         {"type": "compaction_delta", "content": None, "encrypted_content": "EqQBCkYIBxgC-final"},

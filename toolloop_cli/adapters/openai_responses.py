@@ -31,7 +31,7 @@ a stream that ends without a terminal event is ``TRUNCATED`` and runs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -302,21 +302,35 @@ def _take(scan: _Scan, seen: set[str], index: int, call: ProposedCall, status: s
 
 
 def _function_call(index: int, item: JSONObject) -> tuple[ProposedCall, str | None]:
-    call_id, name, raw = item.get("call_id"), item.get("name"), item.get("arguments")
+    # left as text: the engine parses it once it is known to be under the tool's byte cap
+    return _named_call(index, item, "arguments", lambda raw: raw)
+
+
+def _custom_tool_call(index: int, item: JSONObject) -> tuple[ProposedCall, str | None]:
+    """A call to a custom tool: its free text ``input`` is the arguments ``{"input": text}``."""
+    return _named_call(index, item, "input", lambda text: dumps_arguments({"input": text}))
+
+
+def _named_call(
+    index: int, item: JSONObject, text_key: str, arguments: Callable[[str], str]
+) -> tuple[ProposedCall, str | None]:
+    """A call item that names its tool and carries its text under ``text_key`` (checked to be
+    there, all strings), with the raw arguments ``arguments`` makes of that text."""
+    kind = item["type"]
+    call_id, name, text = item.get("call_id"), item.get("name"), item.get(text_key)
     item_id, status = item.get("id"), item.get("status")
     if not isinstance(call_id, str) or not call_id:
-        _malformed(f"output[{index}] function_call has no string 'call_id'")
+        _malformed(f"output[{index}] {kind} has no string 'call_id'")
     if not isinstance(name, str) or not name:
-        _malformed(f"output[{index}] function_call has no string 'name'")
-    if not isinstance(raw, str):
-        _malformed(f"output[{index}] function_call 'arguments' is not a string")
+        _malformed(f"output[{index}] {kind} has no string 'name'")
+    if not isinstance(text, str):
+        _malformed(f"output[{index}] {kind} '{text_key}' is not a string")
     if item_id is not None and not isinstance(item_id, str):
-        _malformed(f"output[{index}] function_call 'id' is not a string")
+        _malformed(f"output[{index}] {kind} 'id' is not a string")
     if status is not None and not isinstance(status, str):
-        _malformed(f"output[{index}] function_call 'status' is not a string")
-    # left as text: the engine parses it once it is known to be under the tool's byte cap
-    call = ProposedCall(call_id=call_id, name=name, raw_arguments=raw, item_id=item_id)
-    return call, status
+        _malformed(f"output[{index}] {kind} 'status' is not a string")
+    raw = arguments(text)
+    return ProposedCall(call_id=call_id, name=name, raw_arguments=raw, item_id=item_id), status
 
 
 def _tool_search_call(index: int, item: JSONObject) -> tuple[ProposedCall, str | None]:
@@ -335,24 +349,6 @@ def _tool_search_call(index: int, item: JSONObject) -> tuple[ProposedCall, str |
     item_id = item.get("id") if isinstance(item.get("id"), str) else None
     call = ProposedCall(call_id=call_id, name=TOOL_SEARCH, raw_arguments=raw, item_id=item_id)
     return call, status
-
-
-def _custom_tool_call(index: int, item: JSONObject) -> tuple[ProposedCall, str | None]:
-    """A call to a custom tool: its free text ``input`` is the arguments ``{"input": text}``."""
-    call_id, name, text = item.get("call_id"), item.get("name"), item.get("input")
-    status, item_id = item.get("status"), item.get("id")
-    if not isinstance(call_id, str) or not call_id:
-        _malformed(f"output[{index}] custom_tool_call has no string 'call_id'")
-    if not isinstance(name, str) or not name:
-        _malformed(f"output[{index}] custom_tool_call has no string 'name'")
-    if not isinstance(text, str):
-        _malformed(f"output[{index}] custom_tool_call 'input' is not a string")
-    if item_id is not None and not isinstance(item_id, str):
-        _malformed(f"output[{index}] custom_tool_call 'id' is not a string")
-    if status is not None and not isinstance(status, str):
-        _malformed(f"output[{index}] custom_tool_call 'status' is not a string")
-    raw = dumps_arguments({"input": text})
-    return ProposedCall(call_id=call_id, name=name, raw_arguments=raw, item_id=item_id), status
 
 
 def _message(index: int, item: JSONObject, scan: _Scan) -> None:

@@ -224,7 +224,9 @@ def test_build_request_uses_the_stream_endpoint_when_streaming() -> None:
                          "finishReason": "STOP"}]},
         {"candidates": [{"content": {"parts": [{"functionCall": {"name": "x", "args": "{}"}}]},
                          "finishReason": "STOP"}]},
-        {"candidates": [{"content": {"parts": []}, "finishReason": 3}]},
+        {"candidates": [{"content": {"parts": []}, "finishReason": ["STOP"]}]},
+        {"candidates": [{"content": {"parts": []}, "finishReason": True}]},
+        {"candidates": [{"content": {"parts": []}, "finishReason": 1.0}]},
     ],
 )  # fmt: skip
 def test_generate_answers_without_the_documented_shape_are_malformed(body: Any) -> None:
@@ -237,6 +239,35 @@ def test_a_max_tokens_answer_with_a_call_is_truncated_and_never_proposes_it() ->
     turn = GENERATE.parse_response(answer)
     assert turn.outcome is TurnOutcome.TRUNCATED and turn.calls == ()
     assert "never executed" in (turn.detail or "")
+
+
+@pytest.mark.parametrize(
+    ("number", "outcome", "finish"),
+    [
+        (1, TurnOutcome.FINAL_TEXT, "STOP"),
+        (2, TurnOutcome.TRUNCATED, "MAX_TOKENS"),
+        (3, TurnOutcome.REFUSAL, "SAFETY"),
+        (4, TurnOutcome.REFUSAL, "RECITATION"),
+        (5, TurnOutcome.API_FAILURE, "OTHER"),
+        (9, TurnOutcome.API_FAILURE, "finish reason 9"),
+    ],
+)
+def test_a_finish_reason_sent_as_its_enum_number_is_read_by_the_name_both_apis_give_it(
+    number: int, outcome: TurnOutcome, finish: str
+) -> None:
+    """``$alt=json;enum-encoding=int`` (Vertex AI's REST transport) numbers the enums; the
+    numbers the two APIs name differently (6 and up) are unknown reasons, never guessed."""
+    candidate = {"content": {"role": "model", "parts": [{"text": "Hi"}]}, "finishReason": number}
+    turn = GENERATE.parse_response(ok({"candidates": [candidate], "responseId": "r1"}))
+    assert (turn.outcome, turn.finish_reason) == (outcome, finish)
+
+
+def test_a_prompt_blocked_for_a_numbered_reason_is_refused() -> None:
+    turn = GENERATE.parse_response(ok({"promptFeedback": {"blockReason": 1}, "responseId": "r1"}))
+    assert (turn.outcome, turn.finish_reason) == (
+        TurnOutcome.REFUSAL,
+        "prompt_blocked:block reason 1",
+    )
 
 
 def test_an_answer_blocked_by_model_armor_is_a_refusal_with_the_reason_given() -> None:

@@ -23,6 +23,12 @@ anything unknown → API_FAILURE; no ``finishReason`` at all → TRUNCATED.
 ``streamGenerateContent`` without ``alt=sse`` answers with a JSON array of the chunks a
 stream sends; it is assembled like the stream. A prompt blocked before any
 candidate (``promptFeedback.blockReason``) → REFUSAL.
+
+A client that asks for enums as numbers (``$alt=json;enum-encoding=int``, Vertex AI's REST
+transport) gets ``finishReason`` and ``blockReason`` as integers. The finish reasons every
+revision of both APIs numbers alike (1 ``STOP`` to 5 ``OTHER``) are read by name; any other
+number is an unknown reason (API_FAILURE, as an unknown name is); a prompt blocked for any
+numbered reason is still blocked.
 """
 
 from __future__ import annotations
@@ -72,6 +78,8 @@ _REFUSALS = frozenset(
         "IMAGE_RECITATION",
     }
 )
+#: ``finishReason`` numbers that name the same reason in every revision of both APIs
+_FINISH_NUMBERS = {1: "STOP", 2: "MAX_TOKENS", 3: "SAFETY", 4: "RECITATION", 5: "OTHER"}
 _CALL_FAILURES = frozenset(
     {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"}
 )
@@ -195,6 +203,8 @@ def parse_generate(data: Any) -> ModelTurn:
     candidates = data.get("candidates")
     feedback = data.get("promptFeedback")
     blocked = feedback.get("blockReason") if isinstance(feedback, dict) else None
+    if type(blocked) is int:
+        blocked = f"block reason {blocked}"
     if not candidates and isinstance(blocked, str):
         return ModelTurn(
             outcome=TurnOutcome.REFUSAL,
@@ -210,6 +220,8 @@ def parse_generate(data: Any) -> ModelTurn:
         _malformed("candidate 'content' has no list of parts")
     texts, calls = _scan(content.get("parts", []), response_id)
     finish = candidate.get("finishReason")
+    if type(finish) is int:  # an enum as its number
+        finish = _FINISH_NUMBERS.get(finish, f"finish reason {finish}")
     if finish is not None and not isinstance(finish, str):
         _malformed("candidate 'finishReason' is not a string")
     text = "".join(texts) if texts else None

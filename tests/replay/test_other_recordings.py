@@ -291,6 +291,23 @@ def test_a_request_the_client_retried_replays_as_a_retry(
     assert calls(out) == EXPECTED
 
 
+@pytest.mark.parametrize("provider", sorted(LOOPS))
+def test_a_retryable_failure_the_client_gave_up_on_ends_the_run_failed_as_recorded(
+    cli: Invoke, tmp_path: Path, provider: str
+) -> None:
+    """The recording ends on a 429 (or 529…) its client never sent again: the replay sends
+    no request the recording never had, and the run ends FAILED on the recorded error."""
+    loop = LOOPS[provider](False)
+    status, error, headers = RETRYABLE[provider]
+    failed = exchange(loop[1]["request"]["uri"], None, error, status=status, extra_headers=headers)
+    failed["request"] = loop[1]["request"]
+    code, out = replay(cli, write(tmp_path, [loop[0], failed]))
+    assert (code, out["state"], out["divergences"]) == (13, "FAILED", [])
+    assert "the recording ends here: its client did not send the request again" in out["reason"]
+    assert [t["outcome"] for t in out["turns"]] == ["TOOL_PROPOSALS", "API_FAILURE"]
+    assert out["counters"]["retries"] == 0
+
+
 def test_a_corrected_resend_after_a_refused_request_is_a_run_of_its_own(
     cli: Invoke, tmp_path: Path
 ) -> None:

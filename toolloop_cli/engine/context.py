@@ -50,6 +50,10 @@ class Deps:
     #: here (a replayed recording with nothing after this turn), so the operation ends
     #: INCOMPLETE and the turn's open calls NOT_EXECUTED; None lets it go on
     input_ends: Callable[[OperationRecord], str | None] = lambda op: None
+    #: asked before a failed request is sent again: why no answer would come (a replayed
+    #: recording with nothing after the failure: its client gave up), so the operation
+    #: ends FAILED with the recorded error; None lets the retry go
+    retry_ends: Callable[[OperationRecord], str | None] = lambda op: None
     #: the operation was taken over from a runner that may still be running (its lease
     #: expired, its process not shown gone): a call it left EXECUTING may still be in its
     #: handler, so it is reconciled only once that handler's timeout has passed

@@ -256,6 +256,9 @@ def _after_failure(deps: Deps, op: OperationRecord, turn: ModelTurn) -> Operatio
     error = turn.error or ApiError(message=turn.detail or "API failure")
     what = error.message or error.type or "API failure"
     if error.retryable and op.counters.retries < op.guards.max_retries:
+        ended = deps.retry_ends(op)
+        if ended is not None:
+            return transition(deps, op, OpState.FAILED, f"{what}; {ended}")
         counters = op.counters.model_copy(update={"retries": op.counters.retries + 1})
         reason = f"retry {counters.retries}/{op.guards.max_retries} after: {what}"
         return transition(deps, op, OpState.MODEL_REQUESTED, reason, counters=counters)

@@ -139,6 +139,8 @@ def plan_deps(
         adapter=adapter,
     )
     deps.sleep = lambda seconds: None  # a recorded retry is answered at once
+    if cursor is not None:
+        deps.retry_ends = _no_retry_after(cursor, len(conversation.interactions))
     if cursor is not None and not plan.meta:
         deps.input_ends = _ends_with(store, cursor, len(conversation.interactions))
     return deps
@@ -195,6 +197,20 @@ def _ends_with(
             f"the recording ends here: nobody answered the last answer's call(s): {named}; "
             "nothing was run"
         )
+
+    return ends
+
+
+def _no_retry_after(
+    cursor: ReplayTransport, recorded: int
+) -> Callable[[OperationRecord], str | None]:
+    """``Deps.retry_ends`` of a replay: a failure the recording has nothing after was not
+    retried by its client, so none is sent: the operation ends FAILED on it, as recorded."""
+
+    def ends(op: OperationRecord) -> str | None:
+        if cursor.answered < recorded:
+            return None
+        return "the recording ends here: its client did not send the request again"
 
     return ends
 

@@ -9,10 +9,9 @@ under the byte cap, ``signature_delta``, ``citations_delta`` and a compaction's 
 then is a call's ``partial_json`` parsed (an empty one is ``{}``; the parsed object
 *replaces* the start ``input``). ``message_delta`` carries the stop reason; ``message_stop``
 ends the answer, which is then parsed exactly like a non-streamed message. ``ping`` may come
-anywhere. An ``error``
-event fails the turn by its ``error.type`` (``overloaded_error`` is retryable) even though the
-HTTP status was 200. A ``tool_use`` block never closed (``max_tokens`` can skip its
-``content_block_stop``) is a cut call: never executed.
+anywhere. An ``error`` event fails the turn by its ``error.type`` (``overloaded_error`` is
+retryable) even though the HTTP status was 200. A ``tool_use`` block never closed
+(``max_tokens`` can skip its ``content_block_stop``) is a cut call: never executed.
 """
 
 from __future__ import annotations
@@ -78,8 +77,9 @@ class AnthropicStream:
         self.message: JSONObject | None = None
         self.blocks: dict[int, JSONObject] = {}
         self.raw_inputs: dict[int, str] = {}
-        #: compaction blocks whose summary came in deltas (a null one that got none stays null)
-        self.summaries: set[int] = set()
+        #: blocks given text, at their start or in deltas (a compaction given none keeps its
+        #: null summary)
+        self.given_text: set[int] = set()
 
     def handle(self, name: str | None, data: JSONObject) -> ModelTurn | None:
         match data.get("type"):
@@ -120,7 +120,7 @@ class AnthropicStream:
         key = _TEXT_FIELDS.get(block["type"])
         if key is not None and isinstance(block.get(key), str) and block[key]:
             self.fragments.add(index, block[key])
-            self.summaries.add(index)
+            self.given_text.add(index)
         if block["type"] == "tool_use":
             self.on_event(
                 "call_streaming", {"call_id": str(block.get("id")), "name": str(block.get("name"))}
@@ -158,7 +158,7 @@ class AnthropicStream:
             )
         if text is not None:
             self.fragments.add(index, text)
-            self.summaries.add(index)
+            self.given_text.add(index)
         if sealed is not None:
             block["encrypted_content"] = sealed
 
@@ -181,7 +181,7 @@ class AnthropicStream:
             self.raw_inputs[index] = raw
         elif kind in ("text", "thinking"):
             block[kind] = text
-        elif kind == "compaction" and index in self.summaries:
+        elif kind == "compaction" and index in self.given_text:
             block["content"] = text
 
     def _message_delta(self, data: JSONObject) -> None:

@@ -9,8 +9,8 @@ custom tool's call (``custom_tool_call``) streams its free-text ``input`` the sa
 The streamed pieces are the source of a call's arguments, as for the other providers: the
 deltas are assembled per output index under the byte cap and settled by the call's first done
 event (``response.function_call_arguments.done``, ``response.custom_tool_call_input.done`` or
-``response.output_item.done``). Every
-statement of the call after that (the other done event, and the terminal event's snapshot:
+``response.output_item.done``). Every statement of the call after that (the other done
+event, and the terminal event's snapshot:
 ``response.completed|incomplete|failed`` carries the whole response) must give the same
 arguments, and never another type, call id or name for the same output index; otherwise the
 stream contradicts itself and is a malformed payload: nothing in it runs. Item ids only find

@@ -113,11 +113,7 @@ class ResponsesReader:
         found: list[RecordedResult] = []
         for item in self.request_items(body):
             match item.get("type"):
-                case "function_call_output":
-                    output = item.get("output")
-                    text = only_text(output) if isinstance(output, list) else None
-                    found.append(result(item.get("call_id"), output if text is None else text))
-                case "custom_tool_call_output":
+                case "function_call_output" | "custom_tool_call_output":
                     output = item.get("output")
                     text = only_text(output) if isinstance(output, list) else None
                     found.append(result(item.get("call_id"), output if text is None else text))

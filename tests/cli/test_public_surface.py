@@ -61,6 +61,9 @@ HEAVY = (
     "toolloop_cli.adapters.openai_responses",
     "opentelemetry",
     "toolloop_cli.telemetry.tracing",
+    "rich.markdown",  # Typer's renderer gets them only when it uses them (cli/typer_help.py)
+    "markdown_it",
+    "rich.traceback",
 )
 
 

@@ -23,9 +23,12 @@ from . import (
     serve,
     stores,
     telemetry,
+    typer_help,
     worker,
 )
 from .usage import JsonUsageErrors
+
+typer_help.load()  # before Typer renders any help or usage error
 
 app = typer.Typer(
     name="toolloop",

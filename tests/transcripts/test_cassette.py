@@ -125,6 +125,58 @@ def test_headers_are_lower_cased_lists_of_text(tmp_path: Path) -> None:
     }
 
 
+def test_vcrpys_older_httpx_response_shape_is_read(tmp_path: Path) -> None:
+    """``{status_code, http_version, headers: {name: text}, content}``: what vcrpy's httpx stub
+    wrote before it used the common shape (vcrpy still plays these back)."""
+    response = (
+        "    status_code: 400\n    http_version: HTTP/1.1\n"
+        "    headers:\n      content-type: application/json\n      content-encoding: gzip\n"
+        '    content: \'{"error": {"message": "no"}}\''
+    )
+    recorded = one(tmp_path, REQ, response).response
+    assert recorded.status == 400
+    assert recorded.body == b'{"error": {"message": "no"}}'  # httpx had decoded it already
+    assert recorded.headers["content-type"] == ["application/json"]
+
+
+def test_status_wins_over_status_code_and_content_must_be_text(tmp_path: Path) -> None:
+    assert (
+        one(tmp_path, REQ, "    status: 200\n    status_code: 500\n    body: ''").response.status
+        == 200
+    )
+    with pytest.raises(TranscriptError, match="response 'content' is not text"):
+        one(tmp_path, REQ, "    status_code: 200\n    content: [1]")
+
+
+def test_aiohttp_header_names_are_read_as_text_and_no_other_python_tag_is(tmp_path: Path) -> None:
+    """vcrpy's aiohttp stub writes header names as multidict ``istr`` objects, with a Python
+    tag; only that class, called with one string, is read (as the string)."""
+    istr = "!!python/object/apply:multidict._multidict.istr"
+    request = REQ + f"\n    headers:\n      ? {istr}\n      - Content-Type\n      : - a/b"
+    assert one(tmp_path, request, RESP).request.headers == {"content-type": ["a/b"]}
+    for tag, arg in [
+        ("!!python/object/apply:os.system", "['true']"),
+        ("!!python/object/apply:multidict._multidict.istr", "[[nested]]"),
+        ("!!python/object/apply:multidict._multidict.istr", "[a, b]"),
+        ("!!python/name:os.system", "''"),
+    ]:
+        text = f"interactions:\n- request: {{uri: {OPENAI_URI}, headers: {{x: {tag} {arg}}}}}\n"
+        path = write(tmp_path, text + GOOD_RESPONSE, "tagged.yaml")
+        with pytest.raises(TranscriptError) as info:
+            load_cassette(path)
+        assert "not valid YAML at line 2, column" in str(info.value)  # where, and why:
+        assert tag.removeprefix("!!") in str(info.value)
+
+
+def test_a_header_value_recorded_as_bytes_is_its_text(tmp_path: Path) -> None:
+    """vcrpy's boto3 stub keeps header values as bytes (``!!binary``)."""
+    request = REQ + "\n    headers:\n      X-Amz-Date: !!binary |\n        MjAyNjEyMDZUMTAwMDAwWg=="
+    headers = one(tmp_path, request, RESP).request.headers
+    assert headers == {"x-amz-date": ["20261206T100000Z"]}
+    latin = REQ + "\n    headers: {x-name: !!binary 6Q==}"  # one byte, not UTF-8
+    assert one(tmp_path, latin, RESP).request.headers == {"x-name": ["é"]}
+
+
 def test_metadata_keeps_other_top_level_keys(tmp_path: Path) -> None:
     text = f"version: 1\nrecorded_with: vcrpy\ninteractions:\n- request: {{uri: {OPENAI_URI}}}\n"
     text += "  response: {status: 200, body: ''}\n"
@@ -138,7 +190,10 @@ def test_metadata_keeps_other_top_level_keys(tmp_path: Path) -> None:
 
 GOOD_RESPONSE = "  response: {status: 200, body: ''}\n"
 MALFORMED = [
-    ("interactions: [\n  - {request: ", "not valid YAML (line"),
+    (
+        "interactions: [\n  - {request: ",
+        "not valid YAML at line 2, column 3: did not find expected node",
+    ),
     ("- just\n- a list\n", "not a YAML mapping"),
     ("", "not a YAML mapping"),
     ("version: 1\n", "no 'interactions' list"),

@@ -6,11 +6,8 @@ Shape (``version: 1``)::
     - request:  {method, uri, headers: {name: [value]}, body: <str> | null}
       response: {status: {code, message}, headers: {name: [value]}, body: {string: <str>}}
 
-Accepted variants, because recordings come from several tools: a body as a plain string, as
-``{string: <str or !!binary>}``, as ``{type: json, content: ...}``, as null, or stored already
-parsed (``parsed_body`` beside or instead of ``body``, as pydantic-ai writes them, or a mapping
-``body``); a status as an int or ``{code, message}``; header values as a list or one string;
-header names in any case (kept lower-case). Bodies are kept as bytes: what was on the wire.
+The variants other recorders write (body, status and header shapes, older vcrpy formats)
+are read by ``shapes.py``. Bodies are kept as bytes: what was on the wire.
 
 A cassette file may itself be gzip-compressed (LangChain keeps its cassettes as
 ``.yaml.gz``): it is read as the YAML it decompresses to.
@@ -26,7 +23,6 @@ credentials in URIs (``user:password@`` and ``?key=``-style parameters).
 
 from __future__ import annotations
 
-import datetime as dt
 import http
 import json
 import os
@@ -45,6 +41,7 @@ from toolloop_cli.errors import TranscriptError
 from toolloop_cli.tools import strict_yaml
 
 from .detect import detect_api
+from .shapes import CassetteLoader, Problem, body_of, headers_of, status_of
 
 __all__ = [
     "GZIP_MAGIC",
@@ -85,8 +82,6 @@ MAX_CASSETTE_BYTES = 256 * 1024 * 1024
 #: How gzip data starts: a compressed cassette file, or a body recorded still compressed.
 GZIP_MAGIC = b"\x1f\x8b"
 
-#: ``{type, content}`` bodies (pydantic-ai's newer cassettes) with these types.
-_TYPED = frozenset({"json", "text"})
 _DumperBase: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
@@ -160,11 +155,11 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise TranscriptError(f"transcript {name}: cannot read: {reason}") from exc
     try:
-        document, problems = strict_yaml.load(text)
+        document, problems = strict_yaml.load(text, CassetteLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise TranscriptError(f"transcript {name}: not valid YAML{where}") from exc
+        raise TranscriptError(
+            f"transcript {name}: not valid YAML{strict_yaml.describe(exc)}"
+        ) from exc
     if problems:
         where, problem = problems[0]
         raise TranscriptError(f"transcript {name}: {where or '<document>'}: {problem}")
@@ -193,7 +188,7 @@ def _cassette(name: str, document: Any) -> Cassette:
     for index, node in enumerate(raw, start=1):
         try:
             interactions.append(_interaction(node))
-        except _Problem as exc:
+        except Problem as exc:
             raise TranscriptError(f"transcript {name}: interaction {index}: {exc}") from None
     if not any(item.api is not None for item in interactions):
         raise TranscriptError(f"transcript {name}: no interaction with a known provider API URI")
@@ -201,35 +196,31 @@ def _cassette(name: str, document: Any) -> Cassette:
     return Cassette(path=name, interactions=interactions, metadata=metadata)
 
 
-class _Problem(ValueError):
-    """One problem inside an interaction; becomes a ``TranscriptError`` with the file name."""
-
-
 def _interaction(node: Any) -> Interaction:
     if not isinstance(node, dict):
-        raise _Problem("not a mapping")
+        raise Problem("not a mapping")
     request, response = node.get("request"), node.get("response")
     if not isinstance(request, dict):
-        raise _Problem("no 'request' mapping")
+        raise Problem("no 'request' mapping")
     if not isinstance(response, dict):
-        raise _Problem("no 'response' mapping")
+        raise Problem("no 'response' mapping")
     uri = request.get("uri")
     if not isinstance(uri, str) or not uri:
-        raise _Problem("request has no 'uri'")
+        raise Problem("request has no 'uri'")
     method = request.get("method", "POST")
     if not isinstance(method, str):
-        raise _Problem("request 'method' is not a string")
+        raise Problem("request 'method' is not a string")
     request_headers, request_body = _decoded(
-        _headers(request.get("headers"), "request"), _body(request, "request"), "request"
+        headers_of(request.get("headers"), "request"), body_of(request, "request"), "request"
     )
     recorded_request = RecordedRequest(
         method=method.upper(), uri=uri, headers=request_headers, body=request_body
     )
     response_headers, response_body = _decoded(
-        _headers(response.get("headers"), "response"), _body(response, "response"), "response"
+        headers_of(response.get("headers"), "response"), body_of(response, "response"), "response"
     )
     recorded_response = RecordedResponse(
-        status=_status(response.get("status")), headers=response_headers, body=response_body or b""
+        status=status_of(response), headers=response_headers, body=response_body or b""
     )
     return Interaction.of(recorded_request, recorded_response)
 
@@ -263,11 +254,11 @@ def _inflate(body: bytes, gzip: bool, where: str, codings: list[str]) -> bytes:
     try:
         return _decompress(body, wbits, MAX_BODY_BYTES, members=gzip)
     except _Oversized:
-        raise _Problem(
+        raise Problem(
             f"{where} body ({', '.join(codings)}) decodes to more than {MAX_BODY_BYTES} bytes"
         ) from None
     except zlib.error as exc:
-        raise _Problem(
+        raise Problem(
             f"{where} body says content-encoding {', '.join(codings)} but does not decode: {exc}"
         ) from None
 
@@ -291,79 +282,6 @@ def _decompress(data: bytes, wbits: int, limit: int, *, members: bool) -> bytes:
             raise zlib.error("the compressed data ends early")
         rest = inflater.unused_data.lstrip(b"\x00") if members else b""
     return bytes(out)
-
-
-def _status(node: Any) -> int:
-    code = node.get("code") if isinstance(node, dict) else node
-    if isinstance(code, str) and code.strip().isdigit():
-        code = int(code)
-    if not isinstance(code, int) or isinstance(code, bool) or not 100 <= code <= 599:
-        raise _Problem("response has no HTTP status code (an int or {code, message})")
-    return code
-
-
-def _headers(node: Any, where: str) -> dict[str, list[str]]:
-    if node is None:
-        return {}
-    if not isinstance(node, dict):
-        raise _Problem(f"{where} 'headers' is not a mapping")
-    headers: dict[str, list[str]] = {}
-    for name, value in node.items():
-        values = value if isinstance(value, list) else [] if value is None else [value]
-        try:
-            headers.setdefault(str(name).lower(), []).extend(_scalar(v) for v in values)
-        except TypeError:
-            raise _Problem(f"{where} header {name!r} has a non-scalar value") from None
-    return headers
-
-
-def _scalar(value: Any) -> str:
-    """A YAML scalar as header text (YAML reads ``2020-10-01`` as a date, ``236`` as an int)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float | dt.date):
-        return value.isoformat() if isinstance(value, dt.date) else str(value)
-    raise TypeError(type(value).__name__)
-
-
-def _body(node: dict[str, Any], where: str) -> bytes | None:
-    """Body bytes from ``body`` (any variant) or, failing that, ``parsed_body``."""
-    body = node.get("body")
-    if body is None:
-        return _json_bytes(node["parsed_body"], where) if "parsed_body" in node else None
-    if isinstance(body, str):
-        return body.encode("utf-8")
-    if isinstance(body, bytes):
-        return body
-    if isinstance(body, dict) and "string" in body:
-        text = body["string"]
-        if text is None or isinstance(text, bytes):
-            return text
-        if isinstance(text, str):
-            return text.encode("utf-8")
-        raise _Problem(f"{where} body 'string' is not text or !!binary")
-    if isinstance(body, dict) and set(body) == {"type", "content"} and body["type"] in _TYPED:
-        content = body["content"]
-        return content.encode("utf-8") if isinstance(content, str) else _json_bytes(content, where)
-    if isinstance(body, dict | list):
-        return _json_bytes(body, where)
-    raise _Problem(f"{where} 'body' is not a string, a mapping or null")
-
-
-def _json_bytes(value: Any, where: str) -> bytes:
-    try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
-    except (TypeError, ValueError) as exc:
-        raise _Problem(f"{where} parsed body is not JSON: {exc}") from None
-    return text.encode("utf-8")
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def scrub_headers(headers: Mapping[str, list[str] | str]) -> dict[str, list[str]]:

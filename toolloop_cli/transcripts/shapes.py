@@ -1,0 +1,154 @@
+"""The shapes recorders write a request or response in, read into status, headers and bytes.
+
+Recordings come from several tools and several versions of each:
+
+- a body as a plain string, as ``{string: <str or !!binary>}``, as ``{type: json, content:
+  ...}`` (pydantic-ai's newer cassettes), as null, or stored already parsed (``parsed_body``
+  beside or instead of ``body``, as pydantic-ai writes them, or a mapping ``body``);
+- vcrpy's older httpx shape: ``{status_code, http_version, headers: {name: value}, content:
+  <text>}`` for a response (vcrpy still plays those back);
+- a status as an int or ``{code, message}``;
+- header values as a list or one string, as YAML scalars (``2020-10-01`` reads as a date,
+  ``236`` as an int) or as bytes (``!!binary``, as vcrpy's boto3 stub keeps them); header names
+  in any case (kept lower-case), or as aiohttp's case-insensitive strings, which vcrpy's
+  aiohttp stub writes with a Python tag (``CassetteLoader``).
+
+Anything else is a ``Problem`` naming what is wrong; ``load_cassette`` adds the file and the
+interaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import yaml
+
+from toolloop_cli.tools import strict_yaml
+
+__all__ = ["CassetteLoader", "Problem", "body_of", "headers_of", "status_of"]
+
+#: ``{type, content}`` bodies (pydantic-ai's newer cassettes) with these types.
+_TYPED = frozenset({"json", "text"})
+
+#: the tags PyYAML's full dumper gives multidict's ``istr`` (aiohttp's header names), one per
+#: module it has lived in
+_ISTR_TAGS = tuple(
+    f"tag:yaml.org,2002:python/object/apply:{module}.istr"
+    for module in ("multidict._multidict", "multidict._multidict_py", "multidict")
+)
+
+
+class Problem(ValueError):
+    """One problem inside an interaction; becomes a ``TranscriptError`` with the file name."""
+
+
+class CassetteLoader(strict_yaml.Loader):
+    """The strict safe loader, plus aiohttp's header-name strings read as the text they hold.
+
+    Only that one class, and only in the form the dumper writes it (the call ``istr(text)``:
+    a sequence of one string): no other Python tag is constructed, nothing is imported.
+    """
+
+
+def _istr(loader: CassetteLoader, node: yaml.Node) -> str:
+    if isinstance(node, yaml.SequenceNode) and len(node.value) == 1:
+        (arg,) = node.value
+        if isinstance(arg, yaml.ScalarNode) and arg.tag == "tag:yaml.org,2002:str":
+            return str(arg.value)
+    raise yaml.constructor.ConstructorError(
+        None, None, f"{node.tag} holds something other than one string", node.start_mark
+    )
+
+
+for _tag in _ISTR_TAGS:
+    CassetteLoader.add_constructor(_tag, _istr)
+
+
+def status_of(response: dict[str, Any]) -> int:
+    """The HTTP status: ``status`` (an int or ``{code, message}``), else vcrpy's older
+    ``status_code``."""
+    node = response["status"] if "status" in response else response.get("status_code")
+    code = node.get("code") if isinstance(node, dict) else node
+    if isinstance(code, str) and code.strip().isdigit():
+        code = int(code)
+    if not isinstance(code, int) or isinstance(code, bool) or not 100 <= code <= 599:
+        raise Problem("response has no HTTP status code (an int or {code, message})")
+    return code
+
+
+def headers_of(node: Any, where: str) -> dict[str, list[str]]:
+    """Headers as lower-case names, each with its list of text values."""
+    if node is None:
+        return {}
+    if not isinstance(node, dict):
+        raise Problem(f"{where} 'headers' is not a mapping")
+    headers: dict[str, list[str]] = {}
+    for name, value in node.items():
+        values = value if isinstance(value, list) else [] if value is None else [value]
+        try:
+            headers.setdefault(str(name).lower(), []).extend(_scalar(v) for v in values)
+        except TypeError:
+            raise Problem(f"{where} header {name!r} has a non-scalar value") from None
+    return headers
+
+
+def _scalar(value: Any) -> str:
+    """A YAML scalar as header text; bytes as UTF-8, else as HTTP's Latin-1."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | dt.date):
+        return value.isoformat() if isinstance(value, dt.date) else str(value)
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value.decode("latin-1")
+    raise TypeError(type(value).__name__)
+
+
+def body_of(node: dict[str, Any], where: str) -> bytes | None:
+    """Body bytes from ``body`` (any variant), else vcrpy's older httpx ``content`` text, else
+    ``parsed_body``."""
+    body = node.get("body")
+    if body is None:
+        content = node.get("content")
+        if isinstance(content, str):
+            return content.encode("utf-8")
+        if content is not None:
+            raise Problem(f"{where} 'content' is not text")
+        return _json_bytes(node["parsed_body"], where) if "parsed_body" in node else None
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, dict) and "string" in body:
+        text = body["string"]
+        if text is None or isinstance(text, bytes):
+            return text
+        if isinstance(text, str):
+            return text.encode("utf-8")
+        raise Problem(f"{where} body 'string' is not text or !!binary")
+    if isinstance(body, dict) and set(body) == {"type", "content"} and body["type"] in _TYPED:
+        content = body["content"]
+        return content.encode("utf-8") if isinstance(content, str) else _json_bytes(content, where)
+    if isinstance(body, dict | list):
+        return _json_bytes(body, where)
+    raise Problem(f"{where} 'body' is not a string, a mapping or null")
+
+
+def _json_bytes(value: Any, where: str) -> bytes:
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+    except (TypeError, ValueError) as exc:
+        raise Problem(f"{where} parsed body is not JSON: {exc}") from None
+    return text.encode("utf-8")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")

@@ -184,7 +184,7 @@ def test_several_conversations_replay_as_one_operation_each(cli: Invoke, tmp_pat
     ids=["not-yaml", "no-interactions", "only-unknown-endpoints"],
 )
 def test_an_unusable_cassette_is_one_clear_line_and_exit_2(
-    cli: Invoke, tmp_path: Path, text: str, message: str
+    cli: Invoke, tmp_path: Path, store_path: Path, text: str, message: str
 ) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(text)
@@ -193,3 +193,4 @@ def test_an_unusable_cassette_is_one_clear_line_and_exit_2(
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
     assert message in lines[0] and str(path) in lines[0]
+    assert not store_path.exists()  # nothing written: not even a new, empty store

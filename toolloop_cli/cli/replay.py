@@ -73,7 +73,6 @@ def replay(
 
     def body() -> int:
         traced = otel_cli.live(otel, otel_content)
-        store = stores.open_store(store_path)
         options = replays.ReplayOptions(
             cassette=cassette,
             registry=registry,
@@ -82,7 +81,9 @@ def replay(
             strict_requests=strict_requests,
             tenant=tenant,
         )
-        report = replays.replay(store, options)
+        prepared = replays.prepare(options)  # an unusable cassette creates no store
+        store = stores.open_store(store_path)
+        report = replays.replay(store, prepared)
         ops = [op.operation_id for op in report.operations]
         extra = otel_cli.export(traced, store, *ops, as_json=as_json)
         shown = [_view(store, op) for op in report.operations]

@@ -43,7 +43,7 @@ from toolloop_cli.replay.divergence import (
 )
 from toolloop_cli.replay.recorded_meta import CallKey, recorded_approvals, recorded_calls
 from toolloop_cli.replay.shapes import conversation_items, recorded_settings, task_text
-from toolloop_cli.replay.split import Conversation, Skipped, split_conversations
+from toolloop_cli.replay.split import Conversation, Skipped, Split, split_conversations
 from toolloop_cli.store import Store
 from toolloop_cli.tools.registry import Registry, load_registry
 from toolloop_cli.transcripts.cassette import load_cassette
@@ -53,9 +53,11 @@ from toolloop_cli.wiring import make_adapter
 from toolloop_cli.wiring.records import Pins, new_operation_record
 
 __all__ = [
+    "Prepared",
     "ReplayOptions",
     "ReplayReport",
     "ReplayedOperation",
+    "prepare",
     "replay",
 ]
 
@@ -98,14 +100,34 @@ class ReplayReport:
         return any(op.divergences for op in self.operations)
 
 
-def replay(
-    store: Store,
-    options: ReplayOptions,
-    *,
-    clock: Clock | None = None,
-    on_event: Callable[[str, dict[str, object]], None] | None = None,
-) -> ReplayReport:
-    """Replay every conversation of the cassette as its own operation."""
+@dataclass(frozen=True)
+class Prepared:
+    """A replay's files read and every conversation's start checked; no store touched yet.
+
+    ``toolloop replay`` prepares before it opens the store, so a cassette or registry it
+    cannot use (exit 2) leaves no store behind, not even a new empty one.
+    """
+
+    options: ReplayOptions
+    mode: ResultMode
+    split: Split
+    begins: list[_Begin]
+
+
+@dataclass(frozen=True)
+class _Begin:
+    """How one conversation starts: what its operation is made from."""
+
+    plan: Plan
+    task: str
+    settings: ModelSettings
+    adapter: ModelAdapter
+    #: the conversation it starts from, when its first request carried one
+    history: list[JSONObject] | None
+
+
+def prepare(options: ReplayOptions) -> Prepared:
+    """Read the registry and the cassette and check how each conversation starts."""
     asked = options.results or ("live" if options.registry is not None else "recorded")
     if asked not in RESULT_MODES:
         raise UsageError(f"--results must be live or recorded, not {asked!r}")
@@ -116,16 +138,35 @@ def replay(
     cassette = load_cassette(options.cassette)
     split = split_conversations(cassette)
     meta = cassette.metadata.get(METADATA_KEY)
-    started = []
+    begins = []
     for index, conversation in enumerate(split.conversations):  # all checked before any runs
         own = meta if isinstance(meta, dict) and len(split.conversations) == 1 else {}
         plan = Plan(cassette, conversation, own, registry, mode)
-        engine_clock = clock or _replay_clock(plan, options)
-        op = _new_operation(store, plan, index, options, engine_clock)
+        first = conversation.interactions[0].request
+        settings = _settings(conversation, first.json(), first.uri, own)
         adapter = make_adapter(*conversation.api)  # the operation's one adapter
-        started.append(_Start(plan, op, adapter, _seed(plan, op, adapter, index), engine_clock))
-    operations = [_replay_one(store, start, options, on_event) for start in started]
-    return ReplayReport(options.cassette, mode, operations, split.skipped)
+        history = _seed(plan, settings, adapter, index)
+        begins.append(_Begin(plan, _task(plan, index), settings, adapter, history))
+    return Prepared(options, mode, split, begins)
+
+
+def replay(
+    store: Store,
+    options: ReplayOptions | Prepared,
+    *,
+    clock: Clock | None = None,
+    on_event: Callable[[str, dict[str, object]], None] | None = None,
+) -> ReplayReport:
+    """Replay every conversation of the cassette as its own operation."""
+    prepared = options if isinstance(options, Prepared) else prepare(options)
+    asked = prepared.options
+    started = []
+    for index, begin in enumerate(prepared.begins):
+        engine_clock = clock or _replay_clock(begin.plan, asked)
+        op = _new_operation(store, begin, index, asked, engine_clock)
+        started.append(_Start(begin.plan, op, begin.adapter, begin.history, engine_clock))
+    operations = [_replay_one(store, start, asked, on_event) for start in started]
+    return ReplayReport(asked.cassette, prepared.mode, operations, prepared.split.skipped)
 
 
 @dataclass(frozen=True)
@@ -166,7 +207,7 @@ def _replay_one(
 
 
 def _seed(
-    plan: Plan, op: OperationRecord, adapter: ModelAdapter, index: int
+    plan: Plan, settings: ModelSettings, adapter: ModelAdapter, index: int
 ) -> list[JSONObject] | None:
     """The conversation the operation starts from: its first recorded request's, as recorded
     (None: the request carries none, so the adapter starts one from the task).
@@ -182,7 +223,8 @@ def _seed(
     if not items:
         return None
     try:
-        adapter.build_request(items, [], ModelSettings(**op.settings))
+        # as the operation will hold them (``new_operation_record`` keeps what is set)
+        adapter.build_request(items, [], ModelSettings(**settings.model_dump(exclude_none=True)))
     except AdapterError as exc:
         raise TranscriptError(
             f"transcript {plan.cassette.path}: conversation {index + 1}: its first request "
@@ -248,12 +290,10 @@ def _recorded_start(meta: dict[str, Any]) -> datetime | None:
     return None
 
 
-def _new_operation(
-    store: Store, plan: Plan, index: int, options: ReplayOptions, clock: Clock
-) -> OperationRecord:
+def _task(plan: Plan, index: int) -> str:
+    """The operation's task: the recording's own, else the first request's last user text."""
     conversation, meta = plan.conversation, plan.meta
-    first = conversation.interactions[0].request
-    body = first.json()
+    body = conversation.interactions[0].request.json()
     task = meta.get("task") if isinstance(meta.get("task"), str) else None
     if task is None:
         task = task_text(conversation.api, body)
@@ -264,7 +304,14 @@ def _new_operation(
             f"transcript {plan.cassette.path}: conversation {index + 1}: the first request "
             "carries no conversation to start from"
         )
-    settings = _settings(conversation, body, first.uri, meta)
+    return task
+
+
+def _new_operation(
+    store: Store, begin: _Begin, index: int, options: ReplayOptions, clock: Clock
+) -> OperationRecord:
+    plan, meta = begin.plan, begin.plan.meta
+    conversation = plan.conversation
     provider, api_family = conversation.api
     op_id = new_operation_id()
     guards = _guards(meta, plan.registry, plan.mode)
@@ -291,10 +338,10 @@ def _new_operation(
     )
     return new_operation_record(
         operation_id=op_id,
-        task=task,
+        task=begin.task,
         provider=provider,
         api_family=api_family,
-        settings=settings,
+        settings=begin.settings,
         source=source,
         pins=pins,
         guards=guards,

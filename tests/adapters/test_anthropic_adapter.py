@@ -229,8 +229,13 @@ def test_a_conversation_that_breaks_tool_result_pairing_is_never_sent() -> None:
         {"type": "tool_result", "tool_use_id": "toolu_a", "content": "{}"},
         {"type": "tool_result", "tool_use_id": "toolu_b", "content": "{}"},
     ]}  # fmt: skip
-    with pytest.raises(AdapterError, match="must open with one tool_result"):
+    with pytest.raises(AdapterError, match="must open with one tool_result") as raised:
         ADAPTER.build_request([{"role": "user", "content": "x"}, assistant, late], [], SETTINGS)
+    # counted from 1, and what it found said
+    assert "message 3 must open with one tool_result for each tool_use of message 2" in str(
+        raised.value
+    )
+    assert str(raised.value).endswith("the tool_results it opens with answer: none")
 
 
 def test_each_refund_follow_up_answers_every_tool_use_first() -> None:

@@ -234,6 +234,25 @@ def test_malformed_cassette_is_one_clear_line(tmp_path: Path, text: str, problem
     assert "\n" not in message
 
 
+def test_a_cassette_of_other_endpoints_says_which_it_holds_and_which_toolloop_reads(
+    tmp_path: Path,
+) -> None:
+    """Paths only, most frequent first, at most three: a host or query may carry a key."""
+    chat = "https://user:pw@api.openai.com/v1/chat/completions?api_key=sk-secret"
+    uris = [chat, chat, "https://api.openai.com/v1/embeddings", "https://x.test/a", "https://x/b"]
+    text = "interactions:\n" + "".join(f"- request: {{uri: '{u}'}}\n" + GOOD_RESPONSE for u in uris)
+    with pytest.raises(TranscriptError) as info:
+        load_cassette(write(tmp_path, text))
+    message = str(info.value)
+    assert (
+        "no interaction with a known provider API URI (it holds: POST /v1/chat/completions ×2, "
+        "POST /v1/embeddings, POST /a, and 1 other(s)); toolloop reads OpenAI /v1/responses"
+    ) in message
+    assert "secret" not in message and "pw" not in message and "api.openai.com" not in message
+    with pytest.raises(TranscriptError, match=r"URI \(it holds no interaction\); toolloop"):
+        load_cassette(write(tmp_path, "interactions: []\n"))
+
+
 def test_missing_and_undecodable_files(tmp_path: Path) -> None:
     with pytest.raises(TranscriptError, match=r"transcript .*nope\.yaml: cannot read"):
         load_cassette(tmp_path / "nope.yaml")

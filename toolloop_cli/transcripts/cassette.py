@@ -191,9 +191,29 @@ def _cassette(name: str, document: Any) -> Cassette:
         except Problem as exc:
             raise TranscriptError(f"transcript {name}: interaction {index}: {exc}") from None
     if not any(item.api is not None for item in interactions):
-        raise TranscriptError(f"transcript {name}: no interaction with a known provider API URI")
+        raise TranscriptError(
+            f"transcript {name}: no interaction with a known provider API URI"
+            f"{_endpoints_seen(interactions)}; toolloop reads OpenAI /v1/responses, Anthropic "
+            "/v1/messages, Gemini :generateContent, :streamGenerateContent and /interactions"
+        )
     metadata = {str(k): v for k, v in document.items() if k != "interactions"}
     return Cassette(path=name, interactions=interactions, metadata=metadata)
+
+
+def _endpoints_seen(interactions: list[Interaction], most: int = 3) -> str:
+    """`` (it holds: POST /v1/chat/completions ×2, …)``: the paths, never hosts or queries
+    (they may carry credentials), most frequent first."""
+    if not interactions:
+        return " (it holds no interaction)"
+    seen: dict[str, int] = {}
+    for item in interactions:
+        path = urlsplit(item.request.uri).path or "/"
+        key = f"{item.request.method} {path if len(path) <= 80 else path[:80] + '…'}"
+        seen[key] = seen.get(key, 0) + 1
+    ranked = sorted(seen.items(), key=lambda kv: -kv[1])
+    shown = [f"{key} ×{count}" if count > 1 else key for key, count in ranked[:most]]
+    more = f", and {len(ranked) - most} other(s)" if len(ranked) > most else ""
+    return f" (it holds: {', '.join(shown)}{more})"
 
 
 def _interaction(node: Any) -> Interaction:

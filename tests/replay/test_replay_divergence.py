@@ -92,6 +92,22 @@ def test_missing_extra_and_changed_results_are_named_once_each() -> None:
     ]
 
 
+def test_a_recorded_result_answering_no_call_or_one_again_is_named_as_such() -> None:
+    """The calls of each answer known: a second recorded result for call ``a`` is not "a
+    result for call a this run did not send" (it sent one), but one that answers no call."""
+    twice = request(("a", {"ok": True, "result": 1}), ("a", {"ok": True, "result": 1}))
+    recorded, sent = [request(), twice], [request(), request(("a", {"ok": True, "result": 1}))]
+    (extra,) = compare_requests(OPENAI, sent, recorded, calls=[["a"]])
+    assert (extra.kind, extra.call_id) == ("missing_result", "a#")
+    assert extra.message == (
+        "the recording sent a result (a#) that answers no call of the answer before it, "
+        "or answers one a second time; this run did not"
+    )
+    missing = request(("a", {"ok": True, "result": 1}), ("b", {"ok": True, "result": 2}))
+    (plain,) = compare_requests(OPENAI, sent, [request(), missing], calls=[["a", "b"]])
+    assert plain.message == "the recording sent a result for call b; this run did not"
+
+
 def test_results_already_compared_are_not_reported_again_on_later_turns() -> None:
     recorded = [
         request(),

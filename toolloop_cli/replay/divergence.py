@@ -164,7 +164,9 @@ def compare_requests(
             continue
         answer = list(calls[turn - 1]) if calls is not None and 0 < turn <= len(calls) else []
         here = _compare_results(
-            turn, _by_call(sent_new[turn], answer), _by_call(recorded_new[turn], answer)
+            turn,
+            _by_call(sent_new[turn], answer, calls is not None),
+            _by_call(recorded_new[turn], answer, calls is not None),
         )
         for divergence in _compare_tools(api, turn, sent[turn], recorded[turn]):
             key = (divergence.path, json.dumps(divergence.replayed, sort_keys=True, default=str))
@@ -177,14 +179,25 @@ def compare_requests(
     return found
 
 
-def _by_call(results: list[RecordedResult], call_ids: list[str]) -> dict[str, RecordedResult]:
-    """Results keyed by the call they answer; unpaired ones by their own id or name."""
+class _ByCall(dict[str, RecordedResult]):
+    """Results keyed by the call they answer; ``unpaired``: the keys of those that answer no
+    call of the turn (another result for one already answered, or for a call not proposed)."""
+
+    unpaired: frozenset[str] = frozenset()
+
+
+def _by_call(results: list[RecordedResult], call_ids: list[str], known: bool) -> _ByCall:
+    """Results keyed by the call they answer; unpaired ones by their own id or name.
+    ``known``: ``call_ids`` are the calls the answer made (else nothing is said unpaired)."""
     paired = pair(results, call_ids)
-    found = dict(paired.by_call)
+    found = _ByCall(paired.by_call)
+    unpaired = set()
     for key, result in keyed(paired.unpaired).items():
         while key in found:
             key += "#"
         found[key] = result
+        unpaired.add(key)
+    found.unpaired = frozenset(unpaired) if known else frozenset()
     return found
 
 
@@ -196,14 +209,17 @@ def _count_divergence(turn: int, kind: str, count: int) -> Divergence:
     return Divergence(kind, turn, None, "$", None, None, message)
 
 
-def _compare_results(
-    turn: int, sent: dict[str, RecordedResult], recorded: dict[str, RecordedResult]
-) -> list[Divergence]:
+def _compare_results(turn: int, sent: _ByCall, recorded: _ByCall) -> list[Divergence]:
     found: list[Divergence] = []
     for call_id, rec in recorded.items():
         mine = sent.get(call_id)
         if mine is None:
             message = f"the recording sent a result for call {call_id}; this run did not"
+            if call_id in recorded.unpaired:
+                message = (
+                    f"the recording sent a result ({call_id}) that answers no call of the "
+                    "answer before it, or answers one a second time; this run did not"
+                )
             found.append(Divergence("missing_result", turn, call_id, "$", rec.value, None, message))
             continue
         changes = json_diff(*_comparable(rec.value, mine.value))

@@ -7,8 +7,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 import toolloop_cli
@@ -48,6 +50,26 @@ def test_every_command_has_help(command: str) -> None:
     result = CliRunner().invoke(app, [*command.split(), "--help"])
     assert result.exit_code == 0
     assert "Usage" in result.output
+
+
+def _commands(group: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every command under ``group``, sub-groups' included (Typer's own click classes)."""
+    found: list[tuple[str, Any]] = []
+    for name, command in sorted(group.commands.items()):
+        found.append((prefix + name, command))
+        if hasattr(command, "commands"):
+            found += _commands(command, f"{prefix}{name} ")
+    return found
+
+
+def test_each_command_is_summed_up_in_one_line() -> None:
+    """The summary ``toolloop --help`` lists is the help's first paragraph, and Typer keeps its
+    line breaks: a summary written over two source lines shows broken mid-sentence."""
+    commands = _commands(typer.main.get_command(app))
+    assert len(commands) > 15
+    for name, command in commands:
+        summary = (command.help or "").strip().split("\n\n")[0]
+        assert summary and "\n" not in summary, f"{name}: {summary!r}"
 
 
 def test_version() -> None:

@@ -54,8 +54,10 @@ def report(
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write an HTML report of one operation: header, budgets, turns, calls, approvals,
-    verify, a replay's divergences, and with --against a diff. It loads nothing remote."""
+    """Write an HTML report of one operation; it loads nothing remote.
+
+    Header, budgets, turns, calls, approvals, verify, a replay's divergences; a diff with --against.
+    """
 
     def body() -> int:
         store = stores.open_store(store_path, must_exist=True)

@@ -48,8 +48,10 @@ def worker(
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run submitted and approved operations to a pause or an end; any number of workers,
-    on any hosts, may share a store (PostgreSQL wakes them with LISTEN/NOTIFY)."""
+    """Run submitted and approved operations to a pause or an end.
+
+    Any number of workers, on any hosts, may share a store; PostgreSQL wakes them (NOTIFY).
+    """
 
     def body() -> int:
         import os

@@ -1,4 +1,5 @@
-"""Commands that read a store never create one, and no command writes into a foreign SQLite file."""
+"""Commands that read a store (or run what it holds) never create one, and no command writes
+into a foreign SQLite file."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ READERS = {
     "resume": ("resume", "op_x"),
     "step": ("step", "op_x"),
     "approve": ("approve", "apr_x", "--as", "ops-lead"),
+    # runs only what `run --detach` submitted: a mistyped path would wait on an empty store
+    "worker": ("worker", "--drain"),
 }
 
 

@@ -23,7 +23,7 @@ from toolloop_cli.engine.clock import SystemClock, parse_iso
 from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ids import new_operation_id
 from toolloop_cli.engine.ports import Clock, ModelAdapter
-from toolloop_cli.engine.records import Guards, OperationRecord
+from toolloop_cli.engine.records import OperationRecord
 from toolloop_cli.engine.sources import ReplaySource
 from toolloop_cli.engine.states import OpState
 from toolloop_cli.engine.types import JSONObject, ModelSettings
@@ -41,11 +41,12 @@ from toolloop_cli.replay.divergence import (
     compare_outcome,
     compare_requests,
 )
+from toolloop_cli.replay.guards import replay_guards
 from toolloop_cli.replay.recorded_meta import CallKey, recorded_approvals, recorded_calls
 from toolloop_cli.replay.shapes import conversation_items, recorded_settings, task_text
 from toolloop_cli.replay.split import Conversation, Skipped, Split, split_conversations
 from toolloop_cli.store import Store
-from toolloop_cli.tools.registry import Registry, load_registry
+from toolloop_cli.tools.registry import load_registry
 from toolloop_cli.transcripts.cassette import load_cassette
 from toolloop_cli.transcripts.record import METADATA_KEY
 from toolloop_cli.transcripts.transport import ReplayTransport
@@ -314,7 +315,7 @@ def _new_operation(
     conversation = plan.conversation
     provider, api_family = conversation.api
     op_id = new_operation_id()
-    guards = _guards(meta, plan.registry, plan.mode)
+    guards = replay_guards(plan)
     toolbox = policy_toolbox(plan, store.data_dir, clock)
     cassette = str(Path(plan.cassette.path).resolve())
     live = plan.mode == "live"
@@ -364,47 +365,6 @@ def _settings(
     shown = recorded_settings(conversation.api, body, uri)
     shown.setdefault("model", str(meta.get("model") or "recorded"))
     return ModelSettings(**shown)
-
-
-def _guards(meta: dict[str, Any], registry: Registry | None, mode: str) -> Guards:
-    """The recording's guards (they decide NO_PROGRESS and budgets), else the defaults.
-
-    When handlers run (``live``) the recording may only tighten the registry's defaults:
-    each guard is the stricter of the two, so a cassette never widens what runs.
-    """
-    recorded = _recorded_guards(meta)
-    if registry is None:
-        return recorded or Guards()
-    from toolloop_cli.wiring import build_guards
-
-    defaults = build_guards(registry, {})
-    if recorded is None:
-        return defaults
-    return recorded if mode == "recorded" else stricter(defaults, recorded)
-
-
-def _recorded_guards(meta: dict[str, Any]) -> Guards | None:
-    recorded = meta.get("guards")
-    if not isinstance(recorded, dict):
-        return None
-    known = {k: v for k, v in recorded.items() if k in Guards.model_fields}
-    try:
-        return Guards.model_validate(known)
-    except ValueError as exc:
-        raise TranscriptError(f"the recording's toolloop.guards are invalid: {exc}") from None
-
-
-def stricter(a: Guards, b: Guards) -> Guards:
-    """Each guard at its stricter value: the lower limit (None is no limit), per tool too."""
-    values: dict[str, Any] = {}
-    for name in Guards.model_fields:
-        x, y = getattr(a, name), getattr(b, name)
-        if isinstance(x, dict):
-            both = sorted({*x, *y})
-            values[name] = {t: min(x.get(t, y.get(t)), y.get(t, x.get(t))) for t in both}
-        else:
-            values[name] = x if y is None else y if x is None else min(x, y)
-    return Guards.model_validate(values)
 
 
 def _decisions(plan: Plan, options: ReplayOptions) -> Decisions:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 
 def _run(code: str) -> str:
@@ -73,3 +74,22 @@ def test_a_later_import_gets_the_real_modules() -> None:
         """
     )
     assert out.splitlines() == ["True True", "True"]
+
+
+def test_a_renderer_taking_another_name_is_imported_as_it_is(tmp_path: Path) -> None:
+    """Should a Typer release import a name the stand-ins lack, the CLI still starts."""
+    (tmp_path / "other_renderer.py").write_text(
+        "from rich.markdown import Markdown, MarkdownContext\n"
+    )
+    out = _run(
+        f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        from toolloop_cli.cli import typer_help
+        typer_help.load("other_renderer")
+        import other_renderer, rich.markdown
+        print(other_renderer.MarkdownContext is rich.markdown.MarkdownContext)
+        print(other_renderer.Markdown is rich.markdown.Markdown)
+        """
+    )
+    assert out.splitlines() == ["True", "True"]

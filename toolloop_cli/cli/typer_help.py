@@ -50,17 +50,25 @@ def _stand_in(module: str, name: str) -> types.ModuleType:
     return stub
 
 
-def load() -> None:
-    """Import ``typer.rich_utils`` with the deferred names (a no-op once it is imported)."""
-    if "typer.rich_utils" in sys.modules:
+def load(target: str = "typer.rich_utils") -> None:
+    """Import ``target`` (Typer's renderer) with the deferred names; a no-op once imported.
+
+    A Typer release whose renderer takes another name from those modules cannot import it
+    from a stand-in: the stand-ins are then dropped and the renderer imported as it is.
+    """
+    if target in sys.modules:
         return
     stand_ins = {
         module: _stand_in(module, name) for module, name in _DEFERRED if module not in sys.modules
     }
     sys.modules.update(stand_ins)
     try:
-        importlib.import_module("typer.rich_utils")
+        importlib.import_module(target)
+    except ImportError:
+        sys.modules.pop(target, None)
     finally:
         for module, stub in stand_ins.items():
             if sys.modules.get(module) is stub:
                 del sys.modules[module]
+    if target not in sys.modules:
+        importlib.import_module(target)

@@ -65,6 +65,19 @@ class Store(ApprovalStore):
         log last recorded (``logged.py``): read before a process loads the operation's
         registry and steps it, so a row written around toolloop (a state set back, a
         registry path pointed elsewhere) runs nothing and imports nothing."""
+        try:
+            return self._logged_operation(operation_id, tenant)
+        except TamperedStore:
+            if self.conn.in_transaction:
+                raise
+        # Read outside a transaction, the row and its last record are two statements, and
+        # another process may commit a step of the operation between them: that is not a
+        # write around toolloop. Both are read again under the writers' lock, where nothing
+        # commits in between; a mismatch there is one.
+        with self.transaction():
+            return self._logged_operation(operation_id, tenant)
+
+    def _logged_operation(self, operation_id: str, tenant: str | None) -> OperationRecord:
         row = self._operation_row(operation_id, tenant)
         named = dict(zip(OP_NAMES, row, strict=True))
         self._check_logged("operation", [operation_id], named, f"operation {operation_id}")

@@ -14,20 +14,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from support.paths import REFUND_OPENAI, REGISTRY, TASK
-from support.stores import behind_its_back
+from support.stores import behind_its_back, submitted_refund
 
-from toolloop_cli.service import operations, worker
+from toolloop_cli.service import worker
 from toolloop_cli.store import Store, lease, open_store
-
-
-def _submitted(location: str) -> str:
-    store = open_store(location)
-    try:
-        options = operations.RunOptions(TASK, REGISTRY, transcript=REFUND_OPENAI)
-        return operations.submit(store, options).operation_id
-    finally:
-        store.close()
 
 
 def _looking_after_each_commit(
@@ -49,7 +39,7 @@ def _looking_after_each_commit(
 def test_a_claimed_lease_is_live_to_the_other_threads_from_its_commit(
     store_location: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    op_id = _submitted(store_location)
+    op_id = submitted_refund(store_location)
     first, second = open_store(store_location), open_store(store_location)
     seen: list[object] = []
     _looking_after_each_commit(first, seen, second, monkeypatch)
@@ -70,7 +60,7 @@ def test_a_claimed_lease_is_live_to_the_other_threads_from_its_commit(
 def test_an_acquired_lease_is_live_to_the_other_threads_from_its_commit(
     store_location: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    op_id = _submitted(store_location)
+    op_id = submitted_refund(store_location)
     first, second = open_store(store_location), open_store(store_location)
     seen: list[object] = []
     _looking_after_each_commit(first, seen, second, monkeypatch)
@@ -102,7 +92,7 @@ def test_a_lease_row_with_no_expiry_toolloop_wrote_holds_nothing(
     protects nothing: it counts as stale, so the operation is taken, as after a takeover
     (its calls waited out), instead of a traceback on every command that looks at it."""
     path = tmp_path / "store.db"
-    op_id = _submitted(str(path))
+    op_id = submitted_refund(str(path))
     with behind_its_back(path) as conn:
         conn.execute(
             "INSERT INTO leases (operation_id, token, pid, host, acquired_at, expires_at)"

@@ -9,21 +9,11 @@ import sqlite3
 from typing import Any
 
 import pytest
-from support.paths import REFUND_OPENAI, REGISTRY, TASK
+from support.stores import submitted_refund
 
 from toolloop_cli.engine.records import OperationRecord
 from toolloop_cli.errors import TamperedStore
-from toolloop_cli.service import operations
 from toolloop_cli.store import Store, open_store
-
-
-def _submitted(location: str) -> str:
-    store = open_store(location)
-    try:
-        options = operations.RunOptions(TASK, REGISTRY, transcript=REFUND_OPENAI)
-        return operations.submit(store, options).operation_id
-    finally:
-        store.close()
 
 
 def _a_step_commits_between_the_two_reads(
@@ -50,7 +40,7 @@ def _a_step_commits_between_the_two_reads(
 def test_a_step_committed_between_the_row_and_its_record_is_not_a_tamper(
     store_location: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    op_id = _submitted(store_location)
+    op_id = submitted_refund(store_location)
     reader, writer = open_store(store_location), open_store(store_location)
     try:
         stepped = _a_step_commits_between_the_two_reads(reader, writer, op_id, monkeypatch)
@@ -63,7 +53,7 @@ def test_a_step_committed_between_the_row_and_its_record_is_not_a_tamper(
 
 def test_a_row_written_around_toolloop_is_still_refused(tmp_path: Any) -> None:
     location = str(tmp_path / "store.db")
-    op_id = _submitted(location)
+    op_id = submitted_refund(location)
     conn = sqlite3.connect(location)
     conn.execute("UPDATE operations SET task = 'refund all' WHERE operation_id = ?", (op_id,))
     conn.commit()

@@ -16,6 +16,16 @@ from toolloop_cli.store.connection import Connection, Cursor
 from toolloop_cli.store.postgres import connect_postgres, is_postgres_url
 
 
+def submitted_refund(location: str) -> str:
+    """The id of a refund operation submitted to the store at ``location`` (not run yet)."""
+    store = open_store(location)
+    try:
+        options = operations.RunOptions(TASK, REGISTRY, transcript=REFUND_OPENAI)
+        return operations.submit(store, options).operation_id
+    finally:
+        store.close()
+
+
 def sqlite_of(store: Store) -> sqlite3.Connection:
     """The SQLite connection of a file store, for a test that uses what only SQLite has."""
     assert isinstance(store.conn, sqlite3.Connection), f"{store.location} is not a SQLite store"

@@ -57,12 +57,8 @@ def worker(
         import os
         import threading
 
-        from toolloop_cli.errors import UsageError
-        from toolloop_cli.store import store_exists
         from toolloop_cli.store.lease import HOST_ENV
 
-        if not store_exists(store_path):  # a mistyped path would wait on a new, empty store
-            raise UsageError(f"no store at {store_path}")
         if host_id:
             os.environ[HOST_ENV] = host_id  # every lease this process writes names it
 

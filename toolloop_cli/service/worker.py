@@ -186,7 +186,9 @@ def _store_source(
 
     @contextmanager
     def own() -> Iterator[_Borrow]:
-        store = open_store(options.store)
+        # a worker runs what was submitted: a mistyped path is "no store at PATH", never a
+        # new, empty store to wait on
+        store = open_store(options.store, must_exist=True)
 
         @contextmanager
         def lend() -> Iterator[Store]:

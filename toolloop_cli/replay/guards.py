@@ -18,7 +18,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from toolloop_cli.audit.canonical import fast_canonical_bytes
+from toolloop_cli.engine.ids import arguments_digest
 from toolloop_cli.engine.records import Guards
 from toolloop_cli.engine.types import ProposedCall, TurnOutcome
 from toolloop_cli.errors import CanonicalJSONError, TranscriptError
@@ -61,8 +61,9 @@ def covering(base: Guards, conversation: Conversation) -> Guards:
     )
 
 
-def _intent(call: ProposedCall) -> tuple[str, str | bytes]:
-    """A tool and its arguments, canonical when they parse (else the text as sent)."""
+def _intent(call: ProposedCall) -> tuple[str, str]:
+    """A tool and the digest of its arguments, as the engine counts repeats (else the text as
+    sent, when it does not parse)."""
     arguments: Any = call.arguments
     if arguments is None:
         try:
@@ -70,7 +71,7 @@ def _intent(call: ProposedCall) -> tuple[str, str | bytes]:
         except ValueError:
             return call.name, call.raw_arguments
     try:
-        return call.name, fast_canonical_bytes(arguments)
+        return call.name, arguments_digest(arguments)
     except CanonicalJSONError:
         return call.name, call.raw_arguments
 

@@ -28,6 +28,7 @@ import json
 import os
 import secrets
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,12 +206,12 @@ def _endpoints_seen(interactions: list[Interaction], most: int = 3) -> str:
     (they may carry credentials), most frequent first."""
     if not interactions:
         return " (it holds no interaction)"
-    seen: dict[str, int] = {}
-    for item in interactions:
+
+    def endpoint(item: Interaction) -> str:
         path = urlsplit(item.request.uri).path or "/"
-        key = f"{item.request.method} {path if len(path) <= 80 else path[:80] + '…'}"
-        seen[key] = seen.get(key, 0) + 1
-    ranked = sorted(seen.items(), key=lambda kv: -kv[1])
+        return f"{item.request.method} {path if len(path) <= 80 else path[:80] + '…'}"
+
+    ranked = Counter(map(endpoint, interactions)).most_common()
     shown = [f"{key} ×{count}" if count > 1 else key for key, count in ranked[:most]]
     more = f", and {len(ranked) - most} other(s)" if len(ranked) > most else ""
     return f" (it holds: {', '.join(shown)}{more})"

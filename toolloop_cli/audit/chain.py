@@ -15,7 +15,7 @@ from .canonical import sha256_hex
 from .hashing import BATCH, BATCH_VERSIONS, GENESIS, KINDS, RECORD_VERSION, chain_link
 from .mismatch import Mismatch
 
-__all__ = ["ChainWalk", "Head", "Walk", "walk"]
+__all__ = ["ChainWalk", "Head", "Walk", "checked", "walk"]
 
 _TABLE = "audit_log"
 
@@ -58,47 +58,119 @@ class ChainWalk:
         self.mismatches: list[Mismatch] = []
         self.links: dict[str, int] = {}  # every stored chain_sha256 -> its seq
         self.head = Head(0, GENESIS)
+        self._prev = GENESIS
+        self._expected = 1
+        self._last: Mapping[str, Any] | None = None
+        #: seq -> the operation a record names, where its row's column names another (the
+        #: record belongs with the operation it names; the column is reported)
+        self.moved: dict[int, object] = {}
 
     def each(self, log: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
-        found, links = self.mismatches, self.links
-        prev_chain = GENESIS
-        expected_seq = 1
-        last: Mapping[str, Any] | None = None
         for row in log:
-            last = row
             record = _parse(row.get("record"))
-            op, call = _names(row, record)
-            seq = row.get("seq")
-            bad = _Reporter(found, op, call, f"seq {seq}")
-            if seq != expected_seq:
-                bad("seq", expected_seq, seq)
-            text = row.get("record")
-            stored_rec, stored_prev, stored_chain = (
-                row.get("record_sha256"),
-                row.get("prev_sha256"),
-                row.get("chain_sha256"),
+            self._link(row, record)
+            if record is not None and record.get("operation_id") != row.get("operation_id"):
+                self.moved[_int(row.get("seq"))] = record.get("operation_id")
+            if _fields_hold(row, record, self.mismatches):
+                yield record  # type: ignore[misc]  # _fields_hold: the record parsed
+        self._ended()
+
+    def walk_links(self, log: Iterable[Mapping[str, Any]]) -> None:
+        """``each`` without reading the records: every hash and link is checked, and a record
+        is parsed only to name a broken one. Its fields are then ``checked``'s to read."""
+        for row in log:
+            self._link(row, _UNPARSED)
+            if not _names_its_column(row):
+                record = _parse(row.get("record"))
+                if record is not None and record.get("operation_id") != row.get("operation_id"):
+                    self.moved[_int(row.get("seq"))] = record.get("operation_id")
+        self._ended()
+
+    def _link(self, row: Mapping[str, Any], record: dict[str, Any] | None | object) -> None:
+        self._last = row
+        seq = row.get("seq")
+        text = row.get("record")
+        stored_rec, stored_prev, stored_chain = (
+            row.get("record_sha256"),
+            row.get("prev_sha256"),
+            row.get("chain_sha256"),
+        )
+        prev_chain = self._prev
+        problems: list[tuple[str, object, object]] = []
+        if seq != self._expected:
+            problems.append(("seq", self._expected, seq))
+        actual = sha256_hex(text.encode("utf-8")) if isinstance(text, str) else None
+        if stored_prev != prev_chain:
+            problems.append(("prev_sha256", prev_chain, stored_prev))
+        links_ok = stored_chain == chain_link(_int(seq), str(stored_prev), str(stored_rec)) or (
+            stored_prev != prev_chain
+            and stored_chain == chain_link(_int(seq), prev_chain, str(stored_rec))
+        )
+        if actual != stored_rec:  # the record text, or its hash column, was changed
+            problems.append(("record" if links_ok else "record_sha256", stored_rec, actual))
+        elif not links_ok:  # record and its hash agree, but not with the chain
+            problems.append(
+                ("chain_sha256", chain_link(_int(seq), prev_chain, str(actual)), stored_chain)
             )
-            actual = sha256_hex(text.encode("utf-8")) if isinstance(text, str) else None
-            if stored_prev != prev_chain:
-                bad("prev_sha256", prev_chain, stored_prev)
-            links_ok = stored_chain == chain_link(_int(seq), str(stored_prev), str(stored_rec)) or (
-                stored_prev != prev_chain
-                and stored_chain == chain_link(_int(seq), prev_chain, str(stored_rec))
-            )
-            if actual != stored_rec:  # the record text, or its hash column, was changed
-                bad("record" if links_ok else "record_sha256", stored_rec, actual)
-            elif not links_ok:  # record and its hash agree, but not with the chain
-                bad("chain_sha256", chain_link(_int(seq), prev_chain, str(actual)), stored_chain)
-            prev_chain = str(row.get("chain_sha256"))
-            links[prev_chain] = _int(seq)
-            expected_seq = _int(seq) + 1 if isinstance(seq, int) else expected_seq + 1
-            if record is None:
-                bad("record", "a JSON object", _short(text))
-            else:
-                _check_fields(row, record, bad)
-                yield record
-        if last is not None:
-            self.head = Head(_int(last.get("seq")), str(last.get("chain_sha256")))
+        if problems:
+            if record is _UNPARSED:
+                record = _parse(text)
+            bad = _reporter(row, record, self.mismatches)  # type: ignore[arg-type]
+            for problem in problems:
+                bad(*problem)
+        self._prev = str(row.get("chain_sha256"))
+        self.links[self._prev] = _int(seq)
+        self._expected = _int(seq) + 1 if isinstance(seq, int) else self._expected + 1
+
+    def _ended(self) -> None:
+        if self._last is not None:
+            self.head = Head(_int(self._last.get("seq")), str(self._last.get("chain_sha256")))
+
+
+def _names_its_column(row: Mapping[str, Any]) -> bool:
+    """Whether the record's text holds its row's ``operation_id`` as toolloop writes it.
+
+    Canonical records hold no other ``"operation_id":`` before the top-level one, and a
+    record never holds rows of another operation, so this holds for every record toolloop
+    wrote; when it does not, the record is parsed to find the operation it names.
+    """
+    op, text = row.get("operation_id"), row.get("record")
+    if not isinstance(text, str) or not (op is None or isinstance(op, str)):
+        return False
+    return ('"operation_id":' + json.dumps(op, ensure_ascii=False)) in text
+
+
+def checked(log: Iterable[Mapping[str, Any]], found: list[Mismatch]) -> Iterator[dict[str, Any]]:
+    """The records of ``log``, each checked against its row's columns as ``ChainWalk.each``
+    checks them (for a log whose links were walked with ``ChainWalk.walk_links``)."""
+    for row in log:
+        record = _parse(row.get("record"))
+        if _fields_hold(row, record, found):
+            yield record  # type: ignore[misc]  # _fields_hold: the record parsed
+
+
+def _fields_hold(
+    row: Mapping[str, Any], record: dict[str, Any] | None, found: list[Mismatch]
+) -> bool:
+    """Report a record that is not a JSON object, or whose fields its row's columns do not
+    say; True when it parsed (its fields may still be reported)."""
+    bad = _reporter(row, record, found)
+    if record is None:
+        bad("record", "a JSON object", _short(row.get("record")))
+        return False
+    _check_fields(row, record, bad)
+    return True
+
+
+def _reporter(
+    row: Mapping[str, Any], record: Mapping[str, Any] | None, found: list[Mismatch]
+) -> _Reporter:
+    op, call = _names(row, record)
+    return _Reporter(found, op, call, f"seq {row.get('seq')}")
+
+
+#: a record not read yet (``ChainWalk.walk_links``)
+_UNPARSED = object()
 
 
 class _Reporter:

@@ -9,7 +9,7 @@ adapters live outside this package).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .binding import call_binding_sha256, result_sha256
@@ -17,7 +17,7 @@ from .canonical import CanonicalJSONError, sha256_hex, sha256_of
 from .mismatch import Mismatch
 from .rows import RequestCheck, StoreRows
 
-__all__ = ["recompute"]
+__all__ = ["blob_bodies", "blob_references", "recompute"]
 
 Row = Mapping[str, Any]
 
@@ -32,9 +32,17 @@ class _Bad(ValueError):
 
 
 def recompute(
-    rows: StoreRows, request_sha: RequestCheck | None, counts: dict[str, int]
+    rows: StoreRows,
+    request_sha: RequestCheck | None,
+    counts: dict[str, int],
+    blob_refs: dict[Any, set[Any]] | None = None,
 ) -> list[Mismatch]:
-    """Every derived hash of ``rows`` recomputed; counts rebuilt and unchecked requests."""
+    """Every derived hash of ``rows`` recomputed; counts rebuilt and unchecked requests.
+
+    With ``blob_refs`` (a store checked in parts) blobs are only looked up, each reference
+    added to it (blob -> operations); their bodies are then the caller's to hash
+    (``blob_bodies``). Without it every blob of ``rows`` is hashed too.
+    """
     ops = {r.get("operation_id"): r for r in rows.operations}
     calls = {(r.get("operation_id"), r.get("response_id"), r.get("call_id")): r for r in rows.calls}
     found: list[Mismatch] = []
@@ -47,7 +55,12 @@ def recompute(
         found += _approval(
             apr, calls.get((apr.get("operation_id"), apr.get("response_id"), apr.get("call_id")))
         )
-    found += _blobs(rows)
+    if blob_refs is None:
+        refs: dict[Any, set[Any]] = {}
+        found += blob_references(rows, refs)
+        found += blob_bodies(rows.blobs.items(), refs)
+    else:
+        found += blob_references(rows, blob_refs)
     return found
 
 
@@ -150,9 +163,8 @@ def _approval(apr: Row, call: Row | None) -> list[Mismatch]:
     ]
 
 
-def _blobs(rows: StoreRows) -> list[Mismatch]:
-    """Each referenced blob exists, and every blob's body hashes to its key."""
-    refs: dict[Any, set[Any]] = {}
+def blob_references(rows: StoreRows, refs: dict[Any, set[Any]]) -> list[Mismatch]:
+    """Each blob ``rows`` refer to exists; ``refs`` gets which operations refer to each."""
     found: list[Mismatch] = []
     references = [(r.get("operation_id"), r.get("item_sha256")) for r in rows.conversation]
     references += [
@@ -167,7 +179,14 @@ def _blobs(rows: StoreRows) -> list[Mismatch]:
         refs.setdefault(digest, set()).add(op)
         if digest not in rows.blobs:
             found.append(Mismatch.of(op, None, "blobs", str(digest), "sha256", digest, "missing"))
-    for digest, body in rows.blobs.items():
+    return found
+
+
+def blob_bodies(blobs: Iterable[tuple[Any, Any]], refs: Mapping[Any, set[Any]]) -> list[Mismatch]:
+    """Each blob's body hashes to its key; a bad one is reported for each operation in
+    ``refs`` that refers to it (with none: once, under no operation)."""
+    found: list[Mismatch] = []
+    for digest, body in blobs:
         data = body.encode("utf-8") if isinstance(body, str) else bytes(body or b"")
         actual = sha256_hex(data)
         if actual != digest:

@@ -14,29 +14,37 @@ from __future__ import annotations
 
 import gc
 import json
-import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from toolloop_cli.audit.chain import ChainWalk, checked
 from toolloop_cli.audit.mismatch import Mismatch
+from toolloop_cli.audit.recompute import blob_bodies
 from toolloop_cli.audit.request_hash import RequestHasher
 from toolloop_cli.audit.rows import StoreRows
-from toolloop_cli.audit.verify import Report, verify
+from toolloop_cli.audit.verify import (
+    Leftovers,
+    Report,
+    check_part,
+    head_mismatches,
+    pair_leftovers,
+    row_counts,
+)
 from toolloop_cli.engine.ports import ModelAdapter
 from toolloop_cli.engine.states import TERMINAL
 from toolloop_cli.engine.types import ModelSettings, ResultForModel, ToolSpec
-from toolloop_cli.errors import OperationNotFound, StoreError, ToolloopError
+from toolloop_cli.errors import OperationNotFound, ToolloopError
 from toolloop_cli.store import Store
 from toolloop_cli.store.audit_rules import HISTORY_RULES
-from toolloop_cli.store.connection import Connection
+
+from . import store_parts
 
 if TYPE_CHECKING:
     from toolloop_cli.tools.registry import Policy
 
 __all__ = ["read_rows", "registry_drift", "verify_store"]
-
-_TABLES = ("operations", "turns", "calls", "approvals", "transitions", "conversation")
 
 #: Call states whose tool must still be the one they were allowed under.
 _PENDING = ("WAITING_APPROVAL", "APPROVED", "EXECUTING")
@@ -49,45 +57,95 @@ Row = dict[str, Any]
 def verify_store(
     store: Store, operation_id: str | None = None, *, expect_head: str | None = None
 ) -> Report:
-    """Verify the whole store (or one operation, with the whole chain); never repairs."""
+    """Verify the whole store (or one operation, with the whole chain); never repairs.
+
+    The chain is walked whole, one record at a time; everything else is checked a part of
+    the store at a time (``store_parts``), so memory follows the largest part, not the store.
+    """
     if operation_id is not None and not _exists(store, operation_id):
         raise OperationNotFound(f"no operation {operation_id} in store {store.location}")
-    with _collector_paused():
-        rows = read_rows(store, stream_log=True)
-        requests = _Requests(rows)
-        report = verify(
-            rows,
-            operation_id=operation_id,
-            expect_head=expect_head,
-            request_sha=requests,
-            rules=HISTORY_RULES,
-            results=_Results(requests),
-        )
-    drift = registry_drift(rows, operation_id)
-    report.mismatches.extend(drift)
-    report.counts["pending_checked"] = sum(
-        1 for c in rows.calls if c.get("state") in _PENDING and _mine(c, operation_id)
-    )
-    return report
+    with _collector_paused(), store_parts.read_snapshot(store):
+        chain = ChainWalk()
+        records = [0]
+        log = _counted(_log_rows(store), operation_id, records)
+        if operation_id is None:
+            chain.walk_links(log)  # each record's fields are checked with its part
+        else:  # every record's fields, as a check of the whole store would
+            for _ in chain.each(log):
+                pass
+        found = list(chain.mismatches)
+        counts: Counter[str] = Counter()
+        leftovers = Leftovers()
+        drift: list[Mismatch] = []
+        parts = store_parts.parts(store, operation_id)
+        known = {op for part in parts if part is not store_parts.STRAYS for op in part.params}
+        for part in parts:
+            rows = store_parts.read_part(store, part)
+            requests = _Requests(rows)
+            refs: dict[Any, set[Any]] = {}
+            part_counts: dict[str, int] = {}
+            found += check_part(
+                rows,
+                checked(
+                    store_parts.part_log(store, part, chain.moved, known),
+                    found if operation_id is None else [],
+                ),
+                rules=HISTORY_RULES,
+                request_sha=requests,
+                results=_Results(requests),
+                counts=part_counts,
+                leftovers=leftovers,
+                blob_refs=refs,
+            )
+            found += blob_bodies(rows.blobs.items(), refs)
+            counts.update(part_counts)
+            counts.update(row_counts(rows))
+            counts["pending_checked"] += sum(1 for c in rows.calls if c.get("state") in _PENDING)
+            drift += registry_drift(rows)
+        found += pair_leftovers(leftovers)
+        if operation_id is None:
+            found += blob_bodies(store_parts.unreferenced_blobs(store), {})
+        else:
+            found = [m for m in found if m.operation_id == operation_id or m.table == "audit_log"]
+        found += head_mismatches(chain.head, chain.links, expect_head)
+        counts.update(records=records[0], blobs=store_parts.blob_count(store))
+    return Report([*found, *drift], {k: counts[k] for k in _COUNTS}, chain.head, expect_head)
+
+
+#: the counts a report gives, in the order it gives them
+_COUNTS = (
+    "requests_rebuilt",
+    "requests_unchecked",
+    "results_checked",
+    "results_unchecked",
+    "operations",
+    "turns",
+    "calls",
+    "approvals",
+    "transitions",
+    "items",
+    "records",
+    "blobs",
+    "pending_checked",
+)
 
 
 def read_rows(store: Store, *, stream_log: bool = False) -> StoreRows:
-    """Every row of the audited tables, as plain dicts.
+    """Every row of the audited tables, as plain dicts (for ``audit.verify`` on a store
+    held whole).
 
     ``stream_log``: the audit log is not held but read as it is walked (``StoreRows.log``),
     one row at a time from one query, so a check holds no record it is done with.
     """
-    try:
-        rows = StoreRows()
-        for table in _TABLES:
-            setattr(rows, table, _select(store.conn, f"SELECT * FROM {table}"))
-        rows.blobs = dict(store.conn.execute("SELECT sha256, body FROM blobs").fetchall())
-        if stream_log:
-            rows.read_log = lambda: _log_rows(store)
-        else:
-            rows.audit_log = _select(store.conn, _LOG)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot read store {store.location}: {exc}") from exc
+    rows = StoreRows()
+    for table in store_parts.TABLES:
+        setattr(rows, table, list(store_parts.rows_of(store, f"SELECT * FROM {table}")))
+    blobs = store_parts.rows_of(store, "SELECT sha256, body FROM blobs")
+    rows.blobs = {b["sha256"]: b["body"] for b in blobs}
+    if stream_log:
+        rows.read_log = lambda: _log_rows(store)
+    else:
+        rows.audit_log = list(_log_rows(store))
     return rows
 
 
@@ -96,19 +154,25 @@ _LOG = "SELECT * FROM audit_log ORDER BY seq"
 
 def _log_rows(store: Store) -> Iterator[Row]:
     """The audit log's rows in ``seq`` order, as the query steps through them."""
-    try:
-        yield from _rows(store.conn, _LOG)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot read store {store.location}: {exc}") from exc
+    return store_parts.rows_of(store, _LOG)
+
+
+def _counted(log: Iterable[Row], operation_id: str | None, count: list[int]) -> Iterator[Row]:
+    """``log``'s rows, counting in ``count[0]`` those of ``operation_id`` (all without one)."""
+    for row in log:
+        if operation_id is None or row.get("operation_id") == operation_id:
+            count[0] += 1
+        yield row
 
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off while a store is checked.
 
-    Verification builds many long-lived objects (every row, and each row's last record) and
-    no cycles; each full collection walks all of them again, about a quarter of the check's
-    time. Reference counting still frees everything; the collector's state is restored after.
+    Verification builds many long-lived objects (every row of a part, and each row's last
+    record) and no cycles; each full collection walks all of them again, about a quarter of
+    the check's time. Reference counting still frees everything; the collector's state is
+    restored after.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -122,24 +186,6 @@ def _collector_paused() -> Iterator[None]:
 def _exists(store: Store, operation_id: str) -> bool:
     sql = "SELECT 1 FROM operations WHERE operation_id = ?"
     return store.conn.execute(sql, (operation_id,)).fetchone() is not None
-
-
-def _select(conn: Connection, sql: str) -> list[Row]:
-    return list(_rows(conn, sql))
-
-
-def _rows(conn: Connection, sql: str) -> Iterator[Row]:
-    """Rows as dicts, as the query steps through them; ``rowid`` is left out: on PostgreSQL
-    it is the column that stands in for SQLite's implicit rowid (an order, never part of a
-    row's content)."""
-    cur = conn.execute(sql)
-    names = [d[0] for d in cur.description]
-    drop = "rowid" in names
-    for values in cur:
-        row = dict(zip(names, values, strict=True))
-        if drop:
-            del row["rowid"]
-        yield row
 
 
 class _Requests:

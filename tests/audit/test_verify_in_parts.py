@@ -11,15 +11,13 @@ during the check is not seen.
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
 import weakref
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.clock import FakeClock
-from support.stores import demo_store, start
+from support.stores import demo_store, start, tampered_copy
 
 from toolloop_cli.audit.rows import StoreRows
 from toolloop_cli.audit.verify import Report, verify
@@ -62,6 +60,14 @@ def held_whole(path: Path) -> Report:
         store.close()
 
 
+def checked_in_parts(path: Path) -> Report:
+    store = open_store(path, read_only=True)
+    try:
+        return verify_store(store)
+    finally:
+        store.close()
+
+
 def lines(report: Report) -> list[str]:
     return sorted(m.line() for m in report.mismatches)
 
@@ -95,13 +101,9 @@ TAMPERS = [
 def test_a_store_checked_in_parts_finds_what_a_check_of_it_whole_finds(
     demo: Path, tmp_path: Path, tamper: str | None, one_operation_per_part: list[int]
 ) -> None:
-    path = tampered(demo, tmp_path, tamper)
+    path = tampered_copy(demo, tmp_path / "store.db", tamper)
     whole = held_whole(path)
-    store = open_store(path, read_only=True)
-    try:
-        in_parts = verify_store(store)
-    finally:
-        store.close()
+    in_parts = checked_in_parts(path)
     assert one_operation_per_part == [1, 1, 1, 1, 0]  # four operations, then the strays
     assert lines(in_parts) == lines(whole)
     assert in_parts.ok is (tamper is None)
@@ -126,26 +128,10 @@ def test_records_moved_wholesale_are_read_with_the_operation_they_name(
     """Past a few hundred moved records the log is filtered as it is read, not in SQL (each
     would be an SQL parameter): the findings are the same."""
     monkeypatch.setattr(store_parts, "_MOVED_IN_SQL", 0)
-    path = tampered(demo, tmp_path, tamper)
-    whole = held_whole(path)
-    store = open_store(path, read_only=True)
-    try:
-        in_parts = verify_store(store)
-    finally:
-        store.close()
+    path = tampered_copy(demo, tmp_path / "store.db", tamper)
+    in_parts = checked_in_parts(path)
     assert not in_parts.ok
-    assert lines(in_parts) == lines(whole)
-
-
-def tampered(demo: Path, folder: Path, tamper: str | None) -> Path:
-    path = folder / "store.db"
-    shutil.copy(demo, path)
-    if tamper is not None:
-        conn = sqlite3.connect(path)
-        conn.execute(tamper)
-        conn.commit()
-        conn.close()
-    return path
+    assert lines(in_parts) == lines(held_whole(path))
 
 
 def test_a_part_is_let_go_before_the_part_after_next_is_read(
@@ -177,13 +163,8 @@ def test_a_part_is_let_go_before_the_part_after_next_is_read(
 def test_a_writer_committing_during_the_check_is_not_seen(
     demo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "store.db"
-    shutil.copy(demo, path)
-    store = open_store(path, read_only=True)
-    try:
-        before = verify_store(store)
-    finally:
-        store.close()
+    path = tampered_copy(demo, tmp_path / "store.db", None)
+    before = checked_in_parts(path)
     real = store_parts.parts
     wrote: list[str] = []
 
@@ -197,11 +178,7 @@ def test_a_writer_committing_during_the_check_is_not_seen(
         return real(store, operation_id)
 
     monkeypatch.setattr(store_parts, "parts", with_a_writer)
-    store = open_store(path, read_only=True)
-    try:
-        during = verify_store(store)
-    finally:
-        store.close()
+    during = checked_in_parts(path)
     assert wrote  # the writer committed during the check
     assert during.ok and during.counts == before.counts and during.head == before.head
 

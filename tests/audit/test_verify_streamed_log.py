@@ -10,15 +10,13 @@ that the collector is put back as it was.
 from __future__ import annotations
 
 import gc
-import shutil
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.clock import FakeClock
-from support.stores import demo_store
+from support.stores import demo_store, tampered_copy
 
 from toolloop_cli.audit.verify import Report, check_part, verify
 from toolloop_cli.service import verify as service
@@ -64,13 +62,7 @@ TAMPERS = [
 def test_a_streamed_log_finds_exactly_what_a_held_log_finds(
     demo: Path, tmp_path: Path, tamper: str | None
 ) -> None:
-    path = tmp_path / "store.db"
-    shutil.copy(demo, path)
-    if tamper is not None:
-        conn = sqlite3.connect(path)
-        conn.execute(tamper)
-        conn.commit()
-        conn.close()
+    path = tampered_copy(demo, tmp_path / "store.db", tamper)
     held = full_check(path, stream_log=False)
     streamed = full_check(path, stream_log=True)
     assert lines(streamed) == lines(held)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +25,18 @@ def submitted_refund(location: str) -> str:
         return operations.submit(store, options).operation_id
     finally:
         store.close()
+
+
+def tampered_copy(source: Path, path: Path, tamper: str | None) -> Path:
+    """A copy of the SQLite store ``source`` at ``path``, with one SQL statement run on it
+    behind toolloop's back (none: an untouched copy)."""
+    shutil.copy(source, path)
+    if tamper is not None:
+        conn = sqlite3.connect(path)
+        conn.execute(tamper)
+        conn.commit()
+        conn.close()
+    return path
 
 
 def sqlite_of(store: Store) -> sqlite3.Connection:

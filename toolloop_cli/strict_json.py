@@ -21,6 +21,7 @@ __all__ = [
     "MAX_ARGUMENT_BYTES",
     "MAX_DEPTH",
     "StrictJSONError",
+    "deeper_than",
     "parse_arguments",
     "strict_loads",
     "utf8_size",
@@ -77,6 +78,22 @@ def _check(value: Any, depth: int = 0) -> None:
     elif isinstance(value, list):
         for item in value:
             _check(item, depth + 1)
+
+
+def deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests objects and arrays more than ``limit`` levels deep (iterative:
+    a value too deep for a recursive walk is measured all the same)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list):
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in item if isinstance(child, dict | list))
+    return False
 
 
 def _encodable(text: str) -> None:

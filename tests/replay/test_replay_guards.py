@@ -7,7 +7,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from recordings import ANTHROPIC, an_message, an_result, an_text, an_use, exchange, replay, write
+from recordings import (
+    ANTHROPIC,
+    OPENAI,
+    an_message,
+    an_result,
+    an_text,
+    an_use,
+    exchange,
+    oa_call,
+    oa_output,
+    oa_response,
+    oa_text,
+    replay,
+    write,
+)
 from support.cli import Invoke
 from support.paths import REGISTRY
 
@@ -90,3 +104,28 @@ def test_a_toolloop_recording_keeps_its_own_guards(tmp_path: Path) -> None:
     own = {"guards": {"max_turns": 2, "no_progress_after": 2}}
     guards = replay_guards(Plan(cassette, conversation, own, None, "recorded"))
     assert (guards.max_turns, guards.no_progress_after) == (2, 2)
+
+
+def test_argument_text_too_deep_to_read_is_counted_as_sent_not_parsed(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """The recorded call's argument text nests 5,000 levels: the adapter refuses to read it
+    (the call is INVALID, never run), and counting repeats for the guards takes the text as
+    sent instead of parsing it again (a recursive parser raised RecursionError here)."""
+    deep = "[" * 5000 + "]" * 5000
+    call = {**oa_call("call_1", "double", {}), "arguments": deep}
+    tools = [{"type": "function", "name": "double", "parameters": {"type": "object"}}]
+    first = {"model": "gpt-4o", "input": [{"role": "user", "content": "Go."}], "tools": tools}
+    second = {**first, "input": [*first["input"], call, oa_output("call_1", "4")]}
+    path = write(
+        tmp_path,
+        [
+            exchange(OPENAI, first, oa_response("resp_1", [call])),
+            exchange(OPENAI, second, oa_response("resp_2", [oa_text("Done.")])),
+        ],
+    )
+    code, out = replay(cli, path)
+    assert code == 17 and out["state"] == "COMPLETED"  # a divergence, reported, not a crash
+    (replayed,) = out["calls"]
+    assert replayed["state"] == "INVALID"
+    assert "nesting deeper than 64 levels" in replayed["result"]["error"]["message"]

@@ -181,6 +181,28 @@ def test_duplicate_keys_in_a_cassette_are_refused(
     assert f"{where}: duplicate key" in line
 
 
+@pytest.mark.parametrize("depth", [65, 500, 5000])
+def test_a_recorded_request_nested_deeper_than_toolloop_reads_is_refused(
+    cli: Invoke, tmp_path: Path, store_path: Path, depth: int
+) -> None:
+    """Answers nested past ``strict_json.MAX_DEPTH`` end the operation FAILED; a recorded
+    request that deep cannot be compared, so the cassette is refused before a store exists
+    (at 500 levels the JSON decoder still reads it but recursive readers would not; at 5,000
+    the decoder itself raised RecursionError)."""
+    document = yaml.safe_load(REFUND_OPENAI.read_text())
+    request = document["interactions"][1]["request"]
+    nested = "[" * depth + "]" * depth
+    request["body"] = request["body"][:-1] + f',"metadata":{{"deep":{nested}}}}}'
+    cassette = tmp_path / "deep.yaml"
+    cassette.write_text(yaml.safe_dump(document))
+    result = cli("replay", str(cassette), "--json")
+    assert result.exit_code == 2
+    error = json.loads(result.stdout)["error"]
+    assert "interaction 2: recorded request to https://api.openai.com/v1/responses" in error
+    assert error.endswith("nests JSON deeper than 64 levels")
+    assert not store_path.exists()
+
+
 # -- --record aimed at the wrong file (M6) -----------------------------------------------
 
 

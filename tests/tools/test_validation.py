@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from support.paths import REGISTRY as SHIPPED
 
-from toolloop_cli.strict_json import utf8_size
+from toolloop_cli.strict_json import (
+    MAX_DEPTH,
+    StrictJSONError,
+    deeper_than,
+    strict_loads,
+    utf8_size,
+)
 from toolloop_cli.tools.registry import ToolDef, load_registry
 from toolloop_cli.tools.validation import json_problems
 
@@ -171,3 +177,26 @@ def test_pattern_dollar_is_the_end_of_the_string_as_in_ecma_262() -> None:
     assert ecma_regex(r"^a\$b$").search("a$b")  # an escaped $ is a literal
     assert ecma_regex("^[$]+$").search("$$")  # so is one inside a class
     assert not ecma_regex(r"^\d+$").search("١٢")  # \d is ASCII digits only
+
+
+def nested(depth: int) -> object:
+    """``depth`` levels of objects and arrays, alternating, built without recursion."""
+    value: object = 1
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+def test_nesting_is_measured_as_strict_parsing_measures_it_and_without_recursion() -> None:
+    """``deeper_than`` (recorded request bodies) draws the line where ``strict_loads``
+    (answers, arguments) does, and measures values too deep for a recursive walk."""
+    import json
+
+    strict_loads(json.dumps(nested(MAX_DEPTH)))
+    with pytest.raises(StrictJSONError, match="nesting deeper than"):
+        strict_loads(json.dumps(nested(MAX_DEPTH + 1)))
+    assert not deeper_than(nested(MAX_DEPTH))
+    assert deeper_than(nested(MAX_DEPTH + 1))
+    assert deeper_than(nested(100_000))  # a recursive measure would raise RecursionError
+    assert not deeper_than([{"a": [1, 2]}, {"b": {}}, "text"], 3)
+    assert deeper_than([{"a": [1, 2]}, {"b": {}}, "text"], 2)

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
@@ -63,15 +62,11 @@ def covering(base: Guards, conversation: Conversation) -> Guards:
 
 def _intent(call: ProposedCall) -> tuple[str, str]:
     """A tool and the digest of its arguments, as the engine counts repeats (else the text as
-    sent, when it does not parse)."""
-    arguments: Any = call.arguments
-    if arguments is None:
-        try:
-            arguments = json.loads(call.raw_arguments)
-        except ValueError:
-            return call.name, call.raw_arguments
+    sent, when the adapter could not read it: such a call is INVALID, never run)."""
+    if call.arguments is None:
+        return call.name, call.raw_arguments
     try:
-        return call.name, arguments_digest(arguments)
+        return call.name, arguments_digest(call.arguments)
     except CanonicalJSONError:
         return call.name, call.raw_arguments
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from toolloop_cli.engine.types import HttpResponse, ModelTurn, TurnOutcome
 from toolloop_cli.errors import ToolloopError, TranscriptError
-from toolloop_cli.transcripts.cassette import Cassette, Interaction
+from toolloop_cli.transcripts.cassette import Cassette, Interaction, NestedTooDeep
 from toolloop_cli.transcripts.detect import detect_poll
 
 from .shapes import Api, comparable_items, continues_from, reader, request_results
@@ -155,6 +155,9 @@ def split_conversations(cassette: Cassette) -> Split:
             continue
         try:
             body = request.json()
+        except NestedTooDeep as exc:  # a model request toolloop cannot compare: refused
+            where = f"transcript {cassette.path}: interaction {index + 1}"
+            raise TranscriptError(f"{where}: {exc}") from None
         except TranscriptError:
             body = None
         if not isinstance(body, dict):

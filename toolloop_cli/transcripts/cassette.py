@@ -39,6 +39,7 @@ import yaml
 
 from toolloop_cli.adapters._answer import MAX_BODY_BYTES
 from toolloop_cli.errors import TranscriptError
+from toolloop_cli.strict_json import MAX_DEPTH, deeper_than
 from toolloop_cli.tools import strict_yaml
 
 from .detect import detect_api
@@ -51,6 +52,7 @@ __all__ = [
     "SECRET_HEADERS",
     "Cassette",
     "Interaction",
+    "NestedTooDeep",
     "RecordedRequest",
     "RecordedResponse",
     "dump_cassette",
@@ -103,13 +105,31 @@ class RecordedRequest:
     body: bytes | None = None
 
     def json(self) -> Any:
-        """The body as JSON (``None`` without a body); a non-JSON body is a ``TranscriptError``."""
+        """The body as JSON (``None`` without a body); a non-JSON body is a ``TranscriptError``,
+        one nested deeper than toolloop reads any provider JSON a ``NestedTooDeep``."""
         if self.body is None:
             return None
         try:
-            return json.loads(self.body.decode("utf-8"))
+            value = json.loads(self.body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
-            raise TranscriptError(f"recorded request to {self.uri} has no JSON body") from exc
+            where = scrub_uri(self.uri)
+            raise TranscriptError(f"recorded request to {where} has no JSON body") from exc
+        except RecursionError:
+            value = None
+            deep = True
+        else:
+            deep = deeper_than(value)
+        if deep:
+            raise NestedTooDeep(
+                f"recorded request to {scrub_uri(self.uri)} nests JSON deeper than"
+                f" {MAX_DEPTH} levels"
+            )
+        return value
+
+
+class NestedTooDeep(TranscriptError):
+    """A recorded body nested deeper than ``strict_json.MAX_DEPTH`` levels: toolloop reads
+    no provider JSON that deep (an answer that deep is refused the same way)."""
 
 
 @dataclass(frozen=True)

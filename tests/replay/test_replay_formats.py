@@ -158,6 +158,23 @@ def test_interactions_with_other_endpoints_are_skipped_and_listed(
     ]
 
 
+def test_a_model_endpoint_request_that_is_not_a_post_is_skipped_not_answered(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """A ``DELETE`` (or a ``GET`` that is no poll) of a model endpoint is no model request,
+    whatever its body: it is listed under ``skipped``, and its answer serves no turn."""
+    doc = document(HAPPY)
+    second = doc["interactions"][1]
+    stray = json.loads(json.dumps(second))
+    stray["request"]["method"] = "DELETE"
+    doc["interactions"].insert(1, stray)
+    out = replay_clean(cli, write(tmp_path, doc))
+    assert [(s["index"], s["method"], s["reason"]) for s in out["skipped"]] == [
+        (1, "DELETE", "a DELETE request, not a model request (a POST)")
+    ]
+    assert len(out["turns"]) == 4
+
+
 def test_several_conversations_replay_as_one_operation_each(cli: Invoke, tmp_path: Path) -> None:
     doc = document(HAPPY)
     doc["interactions"] += document(UNKNOWN_TOOL)["interactions"]

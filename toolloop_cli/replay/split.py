@@ -153,6 +153,10 @@ def split_conversations(cassette: Cassette) -> Split:
                 Skipped(index, request.method, request.uri, "not a known model API endpoint")
             )
             continue
+        if request.method.upper() != "POST":  # every model request is a POST
+            reason = f"a {request.method.upper()} request, not a model request (a POST)"
+            split.skipped.append(Skipped(index, request.method, request.uri, reason))
+            continue
         try:
             body = request.json()
         except NestedTooDeep as exc:  # a model request toolloop cannot compare: refused
@@ -176,7 +180,7 @@ def split_conversations(cassette: Cassette) -> Split:
     split.conversations = [o.close() for o in sorted(opened, key=lambda o: o.order)]
     if not split.conversations:
         raise TranscriptError(
-            f"transcript {cassette.path}: no model API request with a JSON body to replay"
+            f"transcript {cassette.path}: no model API request (a POST with a JSON body) to replay"
         )
     return split
 

@@ -43,6 +43,19 @@ _TEXT_FIELDS: dict[str, str] = {"text": "text", "thinking": "thinking", "compact
 ParseMessage = Callable[[Any, Mapping[int, str] | None], ModelTurn]
 
 
+#: the events that build a message (``ping`` and ``error`` are not among them)
+_MESSAGE_EVENTS = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    }
+)
+
+
 def _malformed(reason: str) -> MalformedProviderPayload:
     return MalformedProviderPayload(f"anthropic messages stream: {reason}", provider=_PROVIDER)
 
@@ -207,7 +220,12 @@ class AnthropicStream:
         return self.parse_message(message, self.raw_inputs)
 
     def after_end(self, name: str | None, data: JSONObject) -> None:
-        """Events after the end change nothing: the turn was assembled from the pieces."""
+        """Nothing of the message may follow ``message_stop`` (a ``ping`` may): a block or a
+        delta after it means the events came out of order, so the end they reached (and the
+        calls it holds) cannot be trusted."""
+        kind = data.get("type")
+        if kind in _MESSAGE_EVENTS:
+            raise _malformed(f"{kind} after message_stop: the events are out of order")
 
     def cut(self, finish_reason: str, detail: str) -> ModelTurn:
         calls = [

@@ -47,6 +47,11 @@ def synthetic_call_id(response_id: str | None, ordinal: int, call: JSONObject) -
     return f"{SYNTHETIC_PREFIX}{hashlib.sha256(seed.encode()).hexdigest()[:16]}_{ordinal}"
 
 
+def _says_something(part: Any) -> bool:
+    """A part with more than an empty text (the padding some streams end with)."""
+    return not (isinstance(part, dict) and set(part) <= {"text"} and not part.get("text"))
+
+
 def _malformed(what: str, reason: str) -> MalformedProviderPayload:
     return MalformedProviderPayload(f"gemini {what} stream: {reason}", provider=_PROVIDER)
 
@@ -163,7 +168,14 @@ class InteractionsStream:
         return self.parse(answer, self.raw_arguments)
 
     def after_end(self, name: str | None, data: JSONObject) -> None:
-        """Events after the end change nothing: the turn was assembled from the pieces."""
+        """Only ``done`` and status updates may follow ``interaction.completed``: a step after
+        it means the events came out of order, so the answer it completed cannot be
+        trusted."""
+        kind = data.get("event_type", name)
+        if isinstance(kind, str) and kind.startswith("step."):
+            raise _malformed(
+                "interactions", f"{kind} after interaction.completed: the events are out of order"
+            )
 
     def cut(self, finish_reason: str, detail: str) -> ModelTurn:
         calls = [
@@ -259,7 +271,17 @@ class GenerateStream:
         self.parts.append(dict(part))
 
     def after_end(self, name: str | None, data: JSONObject) -> None:
-        """Events after the end change nothing: the turn was assembled from the pieces."""
+        """A chunk after the one with ``finishReason`` may carry usage, never content: a part
+        after the finish means the chunks came out of order, so the answer it finished (and
+        the calls it holds) cannot be trusted."""
+        candidates = data.get("candidates")
+        for candidate in candidates if isinstance(candidates, list) else []:
+            content = candidate.get("content") if isinstance(candidate, dict) else None
+            parts = content.get("parts") if isinstance(content, dict) else None
+            if any(_says_something(p) for p in (parts if isinstance(parts, list) else [])):
+                raise _malformed(
+                    "generateContent", "a part after the chunk with finishReason: out of order"
+                )
 
     def cut(self, finish_reason: str, detail: str) -> ModelTurn:
         if self.calls:

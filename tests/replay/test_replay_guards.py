@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
 from recordings import (
     ANTHROPIC,
     OPENAI,
@@ -22,7 +23,7 @@ from recordings import (
     replay,
     write,
 )
-from support.cli import Invoke
+from support.cli import Invoke, json_out
 from support.paths import REGISTRY
 
 from toolloop_cli.engine.records import Guards
@@ -129,3 +130,20 @@ def test_argument_text_too_deep_to_read_is_counted_as_sent_not_parsed(
     (replayed,) = out["calls"]
     assert replayed["state"] == "INVALID"
     assert "nesting deeper than 64 levels" in replayed["result"]["error"]["message"]
+
+
+def test_invalid_recorded_guards_are_refused_in_one_line_before_a_store_exists(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    path = loop(tmp_path, [1.0])
+    document = yaml.safe_load(path.read_text())
+    document["toolloop"] = {"guards": {"max_turns": -1}}
+    path.write_text(yaml.safe_dump(document))
+    store = tmp_path / "store.db"
+    result = cli("replay", str(path), "--store", str(store), "--json")
+    assert result.exit_code == 2
+    assert json_out(result)["error"] == (
+        "the recording's toolloop.guards are invalid: max_turns: Input should be greater than"
+        " or equal to 1"
+    )
+    assert not store.exists()

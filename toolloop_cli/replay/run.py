@@ -23,7 +23,7 @@ from toolloop_cli.engine.clock import SystemClock, parse_iso
 from toolloop_cli.engine.context import Deps
 from toolloop_cli.engine.ids import new_operation_id
 from toolloop_cli.engine.ports import Clock, ModelAdapter
-from toolloop_cli.engine.records import OperationRecord
+from toolloop_cli.engine.records import Guards, OperationRecord
 from toolloop_cli.engine.sources import ReplaySource
 from toolloop_cli.engine.states import OpState
 from toolloop_cli.engine.types import JSONObject, ModelSettings
@@ -125,6 +125,7 @@ class _Begin:
     adapter: ModelAdapter
     #: the conversation it starts from, when its first request carried one
     history: list[JSONObject] | None
+    guards: Guards
 
 
 def prepare(options: ReplayOptions) -> Prepared:
@@ -147,7 +148,8 @@ def prepare(options: ReplayOptions) -> Prepared:
         settings = _settings(conversation, first.json(), first.uri, own)
         adapter = make_adapter(*conversation.api)  # the operation's one adapter
         history = _seed(plan, settings, adapter, index)
-        begins.append(_Begin(plan, _task(plan, index), settings, adapter, history))
+        task = _task(plan, index)
+        begins.append(_Begin(plan, task, settings, adapter, history, replay_guards(plan)))
     return Prepared(options, mode, split, begins)
 
 
@@ -315,7 +317,7 @@ def _new_operation(
     conversation = plan.conversation
     provider, api_family = conversation.api
     op_id = new_operation_id()
-    guards = replay_guards(plan)
+    guards = begin.guards
     toolbox = policy_toolbox(plan, store.data_dir, clock)
     cassette = str(Path(plan.cassette.path).resolve())
     live = plan.mode == "live"

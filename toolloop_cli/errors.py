@@ -7,6 +7,7 @@ each into exit code 2 and one line on stderr. Anything else escaping is a bug.
       UsageError                 bad flags, paths or ids
       RegistryError              .problems: list of (yaml_path, message)
       TranscriptError            malformed cassette, unknown provider URI, exhausted recording
+        NestedTooDeep            a recorded body nested deeper than toolloop reads provider JSON
       AdapterError               .provider, .status, .retryable; raised ``from`` the foreign error
         MalformedProviderPayload a provider answer that does not have the documented shape
         DeadlineExceeded         a request still in flight when the operation's time ran out
@@ -50,6 +51,7 @@ __all__ = [
     "TamperedStore",
     "ToolloopError",
     "TranscriptError",
+    "NestedTooDeep",
     "UsageError",
 ]
 
@@ -75,6 +77,11 @@ class RegistryError(ToolloopError):
 
 class TranscriptError(ToolloopError):
     """A cassette that cannot be read, or a recording that ran out of responses."""
+
+
+class NestedTooDeep(TranscriptError):
+    """A recorded body nested deeper than ``strict_json.MAX_DEPTH`` levels: toolloop reads
+    no provider JSON that deep (an answer that deep is refused the same way)."""
 
 
 class AdapterError(ToolloopError):

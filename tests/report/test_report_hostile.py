@@ -181,3 +181,43 @@ def test_markup_that_escaped_escaping_would_still_not_run(
     assert watched.console_errors  # each refusal is reported by the browser
     assert all("Content Security Policy" in error for error in watched.console_errors)
     assert not any(url.startswith("https:") for url in watched.responses)
+
+
+HIDING = "\u202eevil\u202c\u200b\x00\x1b[31m"
+
+
+def _hiding(value: Any) -> Any:
+    """The task (the user's message in every request) with HIDING inside it."""
+    if isinstance(value, dict):
+        return {key: _hiding(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_hiding(item) for item in value]
+    if isinstance(value, str) and value.startswith("Order ord_1001 arrived damaged"):
+        return value.replace("arrived damaged", f"arrived {HIDING} damaged")
+    return value
+
+
+def test_characters_that_hide_or_reorder_text_are_shown_as_escapes(
+    browser: BrowserContext, tmp_path: Path
+) -> None:
+    """A bidi override can make a page show text in another order than it holds ("Trojan
+    Source"); zero-width and control characters hide it. The report spells each one out, as
+    the terminal does; the store (``show --json``) keeps the text exactly."""
+    document = yaml.safe_load((BRANCHES / "happy_path.yaml").read_text())
+    for interaction in document["interactions"]:
+        request = interaction["request"]
+        request["body"] = json.dumps(_hiding(json.loads(request["body"])))
+    document["toolloop"] = _hiding(document["toolloop"])
+    cassette = tmp_path / "hiding.yaml"
+    cassette.write_text(yaml.safe_dump(document, allow_unicode=True, width=1 << 30))
+    store = tmp_path / "store.db"
+    op_id = replay(store, cassette, "--results", "recorded")
+    shown = json_of(toolloop(store, "show", op_id, "--json"))
+    assert HIDING in shown["task"]
+    report = write_report(store, op_id, tmp_path / "r.html")
+    html = report.read_text()
+    assert not any(ch in html for ch in HIDING if ch not in "evil[31m")
+    watched = open_report(browser, report)
+    task = watched.page.inner_text("#task")
+    assert "arrived \\u202eevil\\u202c\\u200b\\x00\\x1b[31m damaged" in task
+    watched.assert_quiet()

@@ -11,13 +11,13 @@ either. ``--json`` output is untouched: JSON escaping already makes it exact.
 from __future__ import annotations
 
 import json
-import re
 import sys
-import unicodedata
 from typing import Any
 
 from rich.console import Console, RenderableType
 from rich.text import Text
+
+from toolloop_cli.report.shown_text import SUSPECT, escape, hidden
 
 out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
@@ -50,34 +50,7 @@ STATE_STYLE = {
 }
 RISK_STYLE = {"read": "green", "write": "yellow", "irreversible": "bold red"}
 
-#: characters worth a closer look: anything outside printable ASCII
-_SUSPECT = re.compile(r"[^\x20-\x7e]")
-#: control (C0, DEL, C1), format (bidi, zero-width, BOM, tags), line/paragraph separators,
-#: surrogates: each one can move, hide, reorder or fake what the terminal shows
-_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 _ESCAPE_STYLE = "reverse"
-
-
-def _escape(ch: str) -> str:
-    code = ord(ch)
-    if code <= 0xFF:
-        return f"\\x{code:02x}"
-    if code <= 0xFFFF:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
-def _hidden(ch: str, newlines: bool) -> bool:
-    if ch == "\n":
-        return not newlines
-    return unicodedata.category(ch) in _HIDDEN_CATEGORIES
-
-
-def visible(text: str, *, newlines: bool = False) -> str:
-    """``text`` with every hidden or terminal-controlling character written as an escape."""
-    return _SUSPECT.sub(
-        lambda m: _escape(m.group()) if _hidden(m.group(), newlines) else m.group(), text
-    )
 
 
 def safe(value: object, style: str = "", *, newlines: bool = False) -> Text:
@@ -89,12 +62,12 @@ def safe(value: object, style: str = "", *, newlines: bool = False) -> Text:
     text = value if isinstance(value, str) else str(value)
     result = Text(style=style)
     last = 0
-    for match in _SUSPECT.finditer(text):
+    for match in SUSPECT.finditer(text):
         ch = match.group()
-        if not _hidden(ch, newlines):
+        if not hidden(ch, newlines):
             continue
         result.append(text[last : match.start()])
-        result.append(_escape(ch), style=_ESCAPE_STYLE)
+        result.append(escape(ch), style=_ESCAPE_STYLE)
         last = match.end()
     result.append(text[last:])
     return result
@@ -178,8 +151,8 @@ def emit_json(obj: dict[str, Any]) -> None:
     too, so the object is safe to print on a terminal as it is.
     """
     text = json.dumps(obj, ensure_ascii=False, sort_keys=False)
-    text = _SUSPECT.sub(
-        lambda m: _json_escape(m.group()) if _hidden(m.group(), False) else m.group(), text
+    text = SUSPECT.sub(
+        lambda m: _json_escape(m.group()) if hidden(m.group(), False) else m.group(), text
     )
     sys.stdout.write(text + "\n")
     sys.stdout.flush()

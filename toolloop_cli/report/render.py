@@ -23,6 +23,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from toolloop_cli.errors import UsageError
+from toolloop_cli.report.shown_text import visible
 from toolloop_cli.transcripts.overwrite import replace_whole
 
 __all__ = ["content_security_policy", "render_html", "write_report"]
@@ -74,11 +75,22 @@ def _asset(name: str) -> str:
     return text
 
 
+def _shown(value: object) -> object:
+    """Each value a template prints, before autoescape: text from the store with every
+    character that could hide, reorder or fake what the page shows (controls, bidi overrides,
+    zero-width) spelled out as an escape, as the terminal shows it (``shown_text``). Our own
+    markup (``Markup``: the inline CSS and JS, ``tojson``) is left as it is."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return visible(value, newlines=True)
+    return value
+
+
 @cache
 def _environment() -> Environment:
     env = Environment(
         loader=PackageLoader("toolloop_cli.report", "templates"),
         autoescape=True,
+        finalize=_shown,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

@@ -38,7 +38,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import yaml
 
 from toolloop_cli.adapters._answer import MAX_BODY_BYTES
-from toolloop_cli.errors import TranscriptError
+from toolloop_cli.errors import NestedTooDeep, TranscriptError
 from toolloop_cli.strict_json import MAX_DEPTH, deeper_than
 from toolloop_cli.tools import strict_yaml
 
@@ -125,11 +125,6 @@ class RecordedRequest:
                 f" {MAX_DEPTH} levels"
             )
         return value
-
-
-class NestedTooDeep(TranscriptError):
-    """A recorded body nested deeper than ``strict_json.MAX_DEPTH`` levels: toolloop reads
-    no provider JSON that deep (an answer that deep is refused the same way)."""
 
 
 @dataclass(frozen=True)

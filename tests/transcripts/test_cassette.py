@@ -148,6 +148,22 @@ def test_status_wins_over_status_code_and_content_must_be_text(tmp_path: Path) -
         one(tmp_path, REQ, "    status_code: 200\n    content: [1]")
 
 
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        ("999", "response status 999 is not an HTTP status code (100-599)"),
+        ("{code: 0, message: x}", "response status 0 is not an HTTP status code (100-599)"),
+        ("ok", "response has no HTTP status code (an int or {code, message})"),
+    ],
+)
+def test_a_status_out_of_range_is_named_as_such_not_as_missing(
+    tmp_path: Path, status: str, message: str
+) -> None:
+    with pytest.raises(TranscriptError) as info:
+        one(tmp_path, REQ, f"    status: {status}\n    body: ''")
+    assert message in str(info.value)
+
+
 def test_aiohttp_header_names_are_read_as_text_and_no_other_python_tag_is(tmp_path: Path) -> None:
     """vcrpy's aiohttp stub writes header names as multidict ``istr`` objects, with a Python
     tag; only that class, called with one string, is read (as the string)."""

@@ -73,8 +73,10 @@ def status_of(response: dict[str, Any]) -> int:
     code = node.get("code") if isinstance(node, dict) else node
     if isinstance(code, str) and code.strip().isdigit():
         code = int(code)
-    if not isinstance(code, int) or isinstance(code, bool) or not 100 <= code <= 599:
+    if not isinstance(code, int) or isinstance(code, bool):
         raise Problem("response has no HTTP status code (an int or {code, message})")
+    if not 100 <= code <= 599:
+        raise Problem(f"response status {code} is not an HTTP status code (100-599)")
     return code
 
 

@@ -144,6 +144,21 @@ def test_a_gzip_bomb_in_a_cassette_is_refused_in_bounded_memory(tmp_path: Path) 
     assert done.max_rss_kib < RSS_LIMIT_KIB, done
 
 
+def test_a_whole_gzip_cassette_that_inflates_past_the_limit_is_refused_in_bounded_memory(
+    tmp_path: Path,
+) -> None:
+    """A ``.yaml.gz`` of ~1 MB that inflates to 1 GiB: its size is measured a piece at a
+    time before anything is kept (holding the 256 MiB it may reach took 580 MiB)."""
+    cassette = tmp_path / "bomb.yaml.gz"
+    cassette.write_bytes(gzip_bomb(1))
+    assert cassette.stat().st_size < 2 << 20
+    done = run_child(["replay", str(cassette), "--store", str(tmp_path / "s.db")], tmp_path)
+    assert done.code == 2, done.stderr[-2000:]
+    assert "decompresses to more than 268435456 bytes" in one_line(done.stderr)
+    assert done.max_rss_kib < RSS_LIMIT_KIB, done
+    assert not (tmp_path / "s.db").exists()
+
+
 def test_a_cassette_over_the_size_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
     limit = 256 * 1024 * 1024  # transcripts.cassette.MAX_CASSETTE_BYTES
     cassette = tmp_path / "huge.yaml"

@@ -29,7 +29,7 @@ import os
 import secrets
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -304,20 +304,38 @@ class _Oversized(Exception):
 
 
 def _decompress(data: bytes, wbits: int, limit: int, *, members: bool) -> bytes:
-    """``data`` decompressed, never holding more than ``limit + 1`` bytes out (``_Oversized``
-    past ``limit``); ``members``: every gzip member, and zero padding after them, as
-    ``gzip.decompress`` reads them. A ``zlib.error`` when it does not decompress."""
-    out = bytearray()
+    """``data`` decompressed (``_Oversized`` past ``limit``); ``members``: every gzip member,
+    and zero padding after them, as ``gzip.decompress`` reads them. A ``zlib.error`` when it
+    does not decompress. Measured first, holding one piece at a time, so a bomb is refused
+    without ever holding ``limit`` bytes; only data within the limit is inflated to keep."""
+    for _ in _inflated(data, wbits, limit, members=members):
+        pass
+    return b"".join(_inflated(data, wbits, limit, members=members))
+
+
+#: how much inflated data is handed out at a time
+_PIECE = 1 << 20
+
+
+def _inflated(data: bytes, wbits: int, limit: int, *, members: bool) -> Iterator[bytes]:
+    """``data`` inflated, a piece of at most ``_PIECE`` bytes at a time."""
+    total = 0
     rest = data
     while rest:
         inflater = zlib.decompressobj(wbits)
-        out += inflater.decompress(rest, limit + 1 - len(out))
-        if len(out) > limit or inflater.unconsumed_tail:
-            raise _Oversized
+        pending = rest
+        while pending:
+            piece = inflater.decompress(pending, _PIECE)
+            pending = inflater.unconsumed_tail
+            if not pending:
+                piece += inflater.flush()
+            total += len(piece)
+            if total > limit:
+                raise _Oversized
+            yield piece
         if not inflater.eof:
             raise zlib.error("the compressed data ends early")
         rest = inflater.unused_data.lstrip(b"\x00") if members else b""
-    return bytes(out)
 
 
 def scrub_headers(headers: Mapping[str, list[str] | str]) -> dict[str, list[str]]:

@@ -175,6 +175,25 @@ def test_a_model_endpoint_request_that_is_not_a_post_is_skipped_not_answered(
     assert len(out["turns"]) == 4
 
 
+@pytest.mark.parametrize(
+    ("body", "found"),
+    [("[1, 2]", "a JSON array"), ("null", "a JSON null"), (None, "no body")],
+)
+def test_a_model_request_without_a_json_object_body_refuses_the_cassette(
+    cli: Invoke, tmp_path: Path, body: str | None, found: str
+) -> None:
+    """Skipping it would replay another conversation than the one recorded (its answer
+    would serve the next request), so the cassette is refused, naming the interaction."""
+    doc = document(HAPPY)
+    doc["interactions"][1]["request"]["body"] = body
+    result = cli("replay", str(write(tmp_path, doc)), "--json")
+    assert result.exit_code == 2
+    assert json_out(result)["error"].endswith(
+        f"interaction 2: the model request to https://api.openai.com/v1/responses holds"
+        f" {found}, not a JSON object"
+    )
+
+
 def test_several_conversations_replay_as_one_operation_each(cli: Invoke, tmp_path: Path) -> None:
     doc = document(HAPPY)
     doc["interactions"] += document(UNKNOWN_TOOL)["interactions"]

@@ -32,7 +32,7 @@ from typing import Any
 
 from toolloop_cli.engine.types import HttpResponse, ModelTurn, TurnOutcome
 from toolloop_cli.errors import ToolloopError, TranscriptError
-from toolloop_cli.transcripts.cassette import Cassette, Interaction, NestedTooDeep
+from toolloop_cli.transcripts.cassette import Cassette, Interaction, scrub_uri
 from toolloop_cli.transcripts.detect import detect_poll
 
 from .shapes import Api, comparable_items, continues_from, reader, request_results
@@ -157,18 +157,17 @@ def split_conversations(cassette: Cassette) -> Split:
             reason = f"a {request.method.upper()} request, not a model request (a POST)"
             split.skipped.append(Skipped(index, request.method, request.uri, reason))
             continue
+        where = f"transcript {cassette.path}: interaction {index + 1}"
         try:
             body = request.json()
-        except NestedTooDeep as exc:  # a model request toolloop cannot compare: refused
-            where = f"transcript {cassette.path}: interaction {index + 1}"
+        except TranscriptError as exc:  # a model request toolloop cannot read: refused
             raise TranscriptError(f"{where}: {exc}") from None
-        except TranscriptError:
-            body = None
-        if not isinstance(body, dict):
-            split.skipped.append(
-                Skipped(index, request.method, request.uri, "request has no JSON body")
+        if not isinstance(body, dict):  # skipping it would replay another conversation
+            found = "no body" if request.body is None else f"a JSON {_json_kind(body)}"
+            raise TranscriptError(
+                f"{where}: the model request to {scrub_uri(request.uri)} holds {found}, not"
+                " a JSON object"
             )
-            continue
         items = comparable_items(interaction.api, body)
         key = continues_from(interaction.api, body)
         results = len(request_results(interaction.api, body))
@@ -183,6 +182,15 @@ def split_conversations(cassette: Cassette) -> Split:
             f"transcript {cassette.path}: no model API request (a POST with a JSON body) to replay"
         )
     return split
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value that is not an object is, for a message."""
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "array"
+    return "string" if isinstance(value, str) else "number or boolean"
 
 
 def _find(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
@@ -161,6 +162,51 @@ def test_a_status_out_of_range_is_named_as_such_not_as_missing(
 ) -> None:
     with pytest.raises(TranscriptError) as info:
         one(tmp_path, REQ, f"    status: {status}\n    body: ''")
+    assert message in str(info.value)
+
+
+def encoded_response(body: bytes, coding: str) -> str:
+    packed = base64.b64encode(body).decode()
+    return (
+        "    status: {code: 200, message: OK}\n"
+        f"    headers: {{content-encoding: ['{coding}'], content-type: [application/json]}}\n"
+        f"    body: {{string: !!binary '{packed}'}}"
+    )
+
+
+ANSWER = b'{"id": "resp_1"}'
+
+
+@pytest.mark.parametrize(
+    ("body", "coding", "read"),
+    [
+        (gzip.compress(gzip.compress(ANSWER)), "gzip, gzip", ANSWER),
+        (ANSWER, "br", ANSWER),  # the recorder decoded it and kept the header
+        (ANSWER, "gzip", ANSWER),
+    ],
+    ids=["two gzip layers", "br already decoded", "gzip already decoded"],
+)
+def test_encoded_bodies_are_read_as_the_text_they_carry(
+    tmp_path: Path, body: bytes, coding: str, read: bytes
+) -> None:
+    assert one(tmp_path, REQ, encoded_response(body, coding)).response.body == read
+
+
+@pytest.mark.parametrize(
+    ("coding", "message"),
+    [
+        ("br", "says content-encoding br and is not text: toolloop decodes gzip and deflate only"),
+        ("zstd", "says content-encoding zstd and is not text"),
+        ("gzip", "says content-encoding gzip but is neither that nor text"),
+    ],
+)
+def test_a_body_still_encoded_in_a_way_toolloop_does_not_undo_is_the_cassettes_fault(
+    tmp_path: Path, coding: str, message: str
+) -> None:
+    """Reported when the cassette is read (exit 2), not later as a provider answer that is
+    not UTF-8 (FAILED), which would blame the provider for the recording."""
+    with pytest.raises(TranscriptError) as info:
+        one(tmp_path, REQ, encoded_response(b"\x1b\xff\xfe\x00 not text", coding))
     assert message in str(info.value)
 
 

@@ -267,15 +267,41 @@ def _decoded(
     """A gzip/deflate body (as vcrpy records it by default) decoded; the header then dropped."""
     codings = [c.strip().lower() for v in headers.get("content-encoding", []) for c in v.split(",")]
     if body is None or not any(c in ("gzip", "x-gzip", "deflate") for c in codings):
-        return headers, body
+        return headers, _as_recorded(body, where, codings)
     if body.startswith(GZIP_MAGIC):
+        layers = sum(1 for c in codings if c in ("gzip", "x-gzip"))
         body = _inflate(body, True, where, codings)
+        for _ in range(layers - 1):  # "gzip, gzip": each layer undone in turn
+            if body.startswith(GZIP_MAGIC):
+                body = _inflate(body, True, where, codings)
     elif "deflate" in codings:
         body = _inflate(body, False, where, codings)
-    else:
-        return headers, body  # already decoded by the recorder
+    else:  # already decoded by the recorder
+        return headers, _as_recorded(body, where, codings)
     kept = {k: v for k, v in headers.items() if k not in ("content-encoding", "content-length")}
     return kept, body
+
+
+def _as_recorded(body: bytes | None, where: str, codings: list[str]) -> bytes | None:
+    """A body kept as recorded: when its header names an encoding toolloop does not undo
+    (``br``, ``zstd``) or one it does not hold (gzip without gzip data), it must be the text
+    the recorder already decoded; else the cassette, not the provider, is what is unusable."""
+    encoded = [c for c in codings if c not in ("identity", "")]
+    if body is None or not encoded:
+        return body
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        said = ", ".join(encoded)
+        if all(c in ("gzip", "x-gzip", "deflate") for c in encoded):
+            raise Problem(
+                f"{where} body says content-encoding {said} but is neither that nor text"
+            ) from None
+        raise Problem(
+            f"{where} body says content-encoding {said} and is not text: toolloop decodes gzip"
+            " and deflate only (record with the recorder's decoding on)"
+        ) from None
+    return body
 
 
 def _inflate(body: bytes, gzip: bool, where: str, codings: list[str]) -> bytes:

@@ -36,6 +36,7 @@ __all__ = [
     "Report",
     "ResultsCheck",
     "check_part",
+    "counted",
     "head_mismatches",
     "pair_leftovers",
     "row_counts",
@@ -75,7 +76,7 @@ def verify(
     """
     chain = ChainWalk()
     records = [0]  # how many audit-log rows are about the operation checked (or all)
-    log = _counted(rows.log(), operation_id, records)
+    log = counted(rows.log(), operation_id, records)
     counts: dict[str, int] = {}
     found = check_part(
         rows, chain.each(log), rules=rules, request_sha=request_sha, results=results, counts=counts
@@ -153,7 +154,7 @@ def head_mismatches(head: Head, links: Mapping[str, int], expect: str | None) ->
     return [Mismatch.of(None, None, "audit_log", "head", "chain_sha256", expect, head.text())]
 
 
-def _counted(log: Iterable[Row], operation_id: str | None, count: list[int]) -> Iterator[Row]:
+def counted(log: Iterable[Row], operation_id: str | None, count: list[int]) -> Iterator[Row]:
     """``log``'s rows, counting in ``count[0]`` those of ``operation_id`` (all without one)."""
     for row in log:
         if operation_id is None or row.get("operation_id") == operation_id:

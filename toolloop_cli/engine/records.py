@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .clock import MAX_SPAN_S
 from .sources import Source
@@ -32,6 +34,17 @@ class Guards(BaseModel):
     max_result_bytes: int = Field(65_536, ge=1)  # caps every tool's own max_result_bytes
     max_parallel: int = Field(4, ge=1)
     no_progress_after: int = Field(3, ge=2)  # the Nth identical tool + arguments proposal stops
+
+    @classmethod
+    def checked(cls, values: dict[str, Any]) -> Guards:
+        """``values`` as guards; a ``ValueError`` naming the first bad one (``field: why``)
+        otherwise, for a one-line refusal (a flag, a recording's guards)."""
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"{where}: {first['msg']}") from None
 
 
 class Counters(BaseModel):

@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from pydantic import ValidationError
-
 from toolloop_cli.engine.ids import arguments_digest
 from toolloop_cli.engine.records import Guards
 from toolloop_cli.engine.types import ProposedCall, TurnOutcome
@@ -79,13 +77,9 @@ def _recorded_guards(meta: dict[str, Any]) -> Guards | None:
         return None
     known = {k: v for k, v in recorded.items() if k in Guards.model_fields}
     try:
-        return Guards.model_validate(known)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise TranscriptError(
-            f"the recording's toolloop.guards are invalid: {where}: {first['msg']}"
-        ) from None
+        return Guards.checked(known)
+    except ValueError as exc:
+        raise TranscriptError(f"the recording's toolloop.guards are invalid: {exc}") from None
 
 
 def stricter(a: Guards, b: Guards) -> Guards:

@@ -21,7 +21,6 @@ from typing import Any
 from toolloop_cli.audit.rows import Row, StoreRows
 from toolloop_cli.errors import StoreError
 from toolloop_cli.store import Store
-from toolloop_cli.store.connection import Connection
 
 __all__ = [
     "PART_CALLS",
@@ -33,6 +32,7 @@ __all__ = [
     "read_snapshot",
     "rows_of",
     "unreferenced_blobs",
+    "values_of",
 ]
 
 #: about how many calls one part holds (an operation is never split; a part holds at most
@@ -66,8 +66,8 @@ def parts(store: Store, operation_id: str | None = None) -> list[Part]:
 
 def _chunks(store: Store) -> Iterator[Part]:
     """The store's operations, in parts of about ``PART_CALLS`` calls."""
-    sizes = dict(_read(store, "SELECT operation_id, count(*) FROM calls GROUP BY operation_id"))
-    ops = [op for (op,) in _read(store, "SELECT operation_id FROM operations ORDER BY 1")]
+    sizes = dict(values_of(store, "SELECT operation_id, count(*) FROM calls GROUP BY operation_id"))
+    ops = [op for (op,) in values_of(store, "SELECT operation_id FROM operations ORDER BY 1")]
     chunk: list[Any] = []
     weight = 0
     for op in ops:
@@ -95,7 +95,7 @@ def read_part(store: Store, part: Part) -> StoreRows:
         f" UNION SELECT policy_sha256 FROM approvals WHERE {part.where}"
     )
     sql = f"SELECT sha256, body FROM blobs WHERE sha256 IN ({refs})"
-    rows.blobs = dict(_read(store, sql, part.params * 3))
+    rows.blobs = dict(values_of(store, sql, part.params * 3))
     return rows
 
 
@@ -114,13 +114,10 @@ def part_log(
         # and expansion follow each row's records, and a row belongs to one operation)
         sql = "SELECT * FROM audit_log WHERE operation_id = ? ORDER BY seq"
         return chain.from_iterable(rows_of(store, sql, (op,)) for op in part.params)
-    if part is STRAYS:
-        theirs = {seq for seq, op in moved.items() if not _hashable(op) or op not in known}
-    else:
-        mine = set(part.params)
-        theirs = {seq for seq, op in moved.items() if _hashable(op) and op in mine}
+    mine = set(part.params)
+    theirs = {seq for seq, op in moved.items() if _in_part(op, part, mine, known)}
     if len(moved) > _MOVED_IN_SQL:  # a log rewritten wholesale: filtered here, not in SQL
-        return _filtered_log(store, part, moved, theirs, known)
+        return _filtered_log(store, part, moved, theirs, (mine, known))
     where, params = f"({part.where})", part.params
     if moved:
         where = f"({where} AND seq NOT IN ({_marks(moved)}))"
@@ -136,22 +133,17 @@ _MOVED_IN_SQL = 500
 
 
 def _filtered_log(
-    store: Store, part: Part, moved: Mapping[int, object], theirs: Set[int], known: Set[Any]
+    store: Store,
+    part: Part,
+    moved: Mapping[int, object],
+    theirs: Set[int],
+    ops: tuple[Set[Any], Set[Any]],
 ) -> Iterator[Row]:
     """``part_log`` read from the whole log: the part's rows by column, moved ones by the
-    operation their record names."""
-    mine = set(part.params)
+    operation their record names (``ops``: the part's operations, every part's)."""
     for row in rows_of(store, "SELECT * FROM audit_log ORDER BY seq"):
         seq = row.get("seq")
-        if seq in moved:
-            if seq in theirs:
-                yield row
-            continue
-        op = row.get("operation_id")
-        if part is STRAYS:
-            if op is None or not _hashable(op) or op not in known:
-                yield row
-        elif _hashable(op) and op in mine:
+        if seq in theirs or (seq not in moved and _in_part(row.get("operation_id"), part, *ops)):
             yield row
 
 
@@ -163,11 +155,11 @@ def unreferenced_blobs(store: Store) -> Iterator[tuple[Any, Any]]:
         " FROM turns WHERE tools_sha256 IS NOT NULL) AND sha256 NOT IN (SELECT policy_sha256"
         " FROM approvals WHERE policy_sha256 IS NOT NULL)"
     )
-    yield from _read(store, sql)
+    yield from values_of(store, sql)
 
 
 def blob_count(store: Store) -> int:
-    for (count,) in _read(store, "SELECT count(*) FROM blobs"):
+    for (count,) in values_of(store, "SELECT count(*) FROM blobs"):
         return int(count)
     return 0
 
@@ -180,7 +172,8 @@ def read_snapshot(store: Store) -> Iterator[None]:
         yield
         return
     sqlite = isinstance(conn, sqlite3.Connection)
-    _execute(store, "BEGIN" if sqlite else "BEGIN ISOLATION LEVEL REPEATABLE READ")
+    for _ in values_of(store, "BEGIN" if sqlite else "BEGIN ISOLATION LEVEL REPEATABLE READ"):
+        pass
     try:
         yield
     finally:
@@ -205,17 +198,9 @@ def rows_of(store: Store, sql: str, params: tuple[Any, ...] = ()) -> Iterator[Ro
         raise StoreError(f"cannot read store {store.location}: {exc}") from exc
 
 
-def _read(store: Store, sql: str, params: tuple[Any, ...] = ()) -> Iterator[Any]:
+def values_of(store: Store, sql: str, params: tuple[Any, ...] = ()) -> Iterator[Any]:
     try:
         yield from store.conn.execute(sql, params)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot read store {store.location}: {exc}") from exc
-
-
-def _execute(store: Store, sql: str) -> None:
-    conn: Connection = store.conn
-    try:
-        conn.execute(sql)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read store {store.location}: {exc}") from exc
 
@@ -228,5 +213,10 @@ def _marks(values: Collection[Any]) -> str:
     return ", ".join("?" * len(values))
 
 
-def _hashable(value: object) -> bool:
-    return value is None or isinstance(value, str | int | float | bool)
+def _in_part(op: object, part: Part, mine: Set[Any], known: Set[Any]) -> bool:
+    """Whether operation id ``op`` (a column, or what a record names) belongs to ``part``:
+    one of its operations, or for the strays none of ``known`` (a value no column holds
+    as an id, such as a list a record names, is a stray's)."""
+    if not (op is None or isinstance(op, str | int | float | bool)):
+        return part is STRAYS
+    return op not in known if part is STRAYS else op in mine

@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ from toolloop_cli.audit.verify import (
     Leftovers,
     Report,
     check_part,
+    counted,
     head_mismatches,
     pair_leftovers,
     row_counts,
@@ -67,7 +68,7 @@ def verify_store(
     with _collector_paused(), store_parts.read_snapshot(store):
         chain = ChainWalk()
         records = [0]
-        log = _counted(_log_rows(store), operation_id, records)
+        log = counted(_log_rows(store), operation_id, records)
         if operation_id is None:
             chain.walk_links(log)  # each record's fields are checked with its part
         else:  # every record's fields, as a check of the whole store would
@@ -140,8 +141,7 @@ def read_rows(store: Store, *, stream_log: bool = False) -> StoreRows:
     rows = StoreRows()
     for table in store_parts.TABLES:
         setattr(rows, table, list(store_parts.rows_of(store, f"SELECT * FROM {table}")))
-    blobs = store_parts.rows_of(store, "SELECT sha256, body FROM blobs")
-    rows.blobs = {b["sha256"]: b["body"] for b in blobs}
+    rows.blobs = dict(store_parts.values_of(store, "SELECT sha256, body FROM blobs"))
     if stream_log:
         rows.read_log = lambda: _log_rows(store)
     else:
@@ -155,14 +155,6 @@ _LOG = "SELECT * FROM audit_log ORDER BY seq"
 def _log_rows(store: Store) -> Iterator[Row]:
     """The audit log's rows in ``seq`` order, as the query steps through them."""
     return store_parts.rows_of(store, _LOG)
-
-
-def _counted(log: Iterable[Row], operation_id: str | None, count: list[int]) -> Iterator[Row]:
-    """``log``'s rows, counting in ``count[0]`` those of ``operation_id`` (all without one)."""
-    for row in log:
-        if operation_id is None or row.get("operation_id") == operation_id:
-            count[0] += 1
-        yield row
 
 
 @contextmanager

@@ -114,17 +114,17 @@ class RecordedRequest:
         except (UnicodeDecodeError, ValueError) as exc:
             where = scrub_uri(self.uri)
             raise TranscriptError(f"recorded request to {where} has no JSON body") from exc
-        except RecursionError:
-            value = None
-            deep = True
-        else:
-            deep = deeper_than(value)
-        if deep:
-            raise NestedTooDeep(
-                f"recorded request to {scrub_uri(self.uri)} nests JSON deeper than"
-                f" {MAX_DEPTH} levels"
-            )
+        except RecursionError:  # deeper than the decoder goes: deeper than MAX_DEPTH too
+            raise self._too_deep() from None
+        if deeper_than(value):
+            raise self._too_deep()
         return value
+
+    def _too_deep(self) -> NestedTooDeep:
+        where = scrub_uri(self.uri)
+        return NestedTooDeep(
+            f"recorded request to {where} nests JSON deeper than {MAX_DEPTH} levels"
+        )
 
 
 @dataclass(frozen=True)
@@ -261,12 +261,16 @@ def _interaction(node: Any) -> Interaction:
     return Interaction.of(recorded_request, recorded_response)
 
 
+#: the content codings toolloop undoes
+_DECODED = ("gzip", "x-gzip", "deflate")
+
+
 def _decoded(
     headers: dict[str, list[str]], body: bytes | None, where: str
 ) -> tuple[dict[str, list[str]], bytes | None]:
     """A gzip/deflate body (as vcrpy records it by default) decoded; the header then dropped."""
     codings = [c.strip().lower() for v in headers.get("content-encoding", []) for c in v.split(",")]
-    if body is None or not any(c in ("gzip", "x-gzip", "deflate") for c in codings):
+    if body is None or not any(c in _DECODED for c in codings):
         return headers, _as_recorded(body, where, codings)
     if body.startswith(GZIP_MAGIC):
         layers = sum(1 for c in codings if c in ("gzip", "x-gzip"))
@@ -293,7 +297,7 @@ def _as_recorded(body: bytes | None, where: str, codings: list[str]) -> bytes | 
         body.decode("utf-8")
     except UnicodeDecodeError:
         said = ", ".join(encoded)
-        if all(c in ("gzip", "x-gzip", "deflate") for c in encoded):
+        if all(c in _DECODED for c in encoded):
             raise Problem(
                 f"{where} body says content-encoding {said} but is neither that nor text"
             ) from None
@@ -332,11 +336,17 @@ class _Oversized(Exception):
 def _decompress(data: bytes, wbits: int, limit: int, *, members: bool) -> bytes:
     """``data`` decompressed (``_Oversized`` past ``limit``); ``members``: every gzip member,
     and zero padding after them, as ``gzip.decompress`` reads them. A ``zlib.error`` when it
-    does not decompress. Measured first, holding one piece at a time, so a bomb is refused
-    without ever holding ``limit`` bytes; only data within the limit is inflated to keep."""
-    for _ in _inflated(data, wbits, limit, members=members):
-        pass
+    does not decompress. Data that could inflate past ``limit`` is measured first, holding one
+    piece at a time, so a bomb is refused without ever holding ``limit`` bytes; only data
+    within the limit is inflated to keep."""
+    if len(data) * _MAX_RATIO > limit:
+        for _ in _inflated(data, wbits, limit, members=members):
+            pass
     return b"".join(_inflated(data, wbits, limit, members=members))
+
+
+#: the most deflate inflates one byte to (its longest match, 258 bytes, costs 2 bits)
+_MAX_RATIO = 1032
 
 
 #: how much inflated data is handed out at a time

@@ -12,8 +12,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, assert_never
 
-from pydantic import ValidationError
-
 from toolloop_cli.adapters.providers import BASE_URL_ENV, BY_NAME, ProviderSpec
 from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.engine.context import Deps
@@ -390,8 +388,6 @@ def build_guards(registry: Registry, overrides: dict[str, Any]) -> Guards:
     values: dict[str, Any] = dict(registry.defaults)
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        return Guards(**values)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UsageError(f"guard {where}: {first['msg']}") from None
+        return Guards.checked(values)
+    except ValueError as exc:
+        raise UsageError(f"guard {exc}") from None

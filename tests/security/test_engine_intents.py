@@ -233,3 +233,40 @@ def test_made_up_gemini_call_ids_never_collide_across_identical_answers(store: S
         ]
         assert responses and all("id" not in r for r in responses)
     verified(store)
+
+
+def test_made_up_gemini_call_ids_never_collide_under_a_gateways_constant_response_id(
+    store: Store,
+) -> None:
+    """A gateway sending one ``responseId`` with every answer: the repeated call is a second
+    call of its own turn, not a malformed payload."""
+    same = {**gemini([{"functionCall": {"name": "echo", "args": {"n": 1}}}]), "responseId": "r"}
+    done = {**gemini([{"text": "done"}]), "responseId": "r"}
+    transport = GeminiAnswers([same, same, done])
+    options = operations.RunOptions(
+        task="t", registry=GUARDS, provider="gemini-generate", model="gemini-2.5-flash"
+    )
+    result = operations.start(store, options, transport=transport)
+    assert result.target is OpState.COMPLETED, result.operation.reason
+    first, second = store.calls(result.operation.operation_id)
+    assert (first.response_id, second.response_id) == ("r", "r")
+    assert second.call_id == f"{first.call_id}_t1"  # the first keeps the adapter's id
+    assert (first.state, second.state) == (CallState.SUCCEEDED, CallState.DUPLICATE)
+    verified(store)
+
+
+def test_a_provider_call_id_repeated_under_a_constant_response_id_is_still_refused(
+    store: Store,
+) -> None:
+    """Only ids the adapter made up are qualified: a provider's own id said twice is a
+    repeated answer, FAILED as before."""
+    call = {"functionCall": {"id": "fc_1", "name": "echo", "args": {"n": 1}}}
+    same = {**gemini([call]), "responseId": "r"}
+    transport = GeminiAnswers([same, same])
+    options = operations.RunOptions(
+        task="t", registry=GUARDS, provider="gemini-generate", model="gemini-2.5-flash"
+    )
+    result = operations.start(store, options, transport=transport)
+    assert result.target is OpState.FAILED
+    assert "malformed payload" in (result.operation.reason or "")
+    verified(store)

@@ -8,8 +8,9 @@ all: Gemini rejects a replayed call without its signature), then one ``user`` co
 Call ids: Gemini usually sends ``functionCall`` parts without an ``id``. A missing id is
 synthesised from the answer's ``responseId``, the call's position among the answer's calls and
 its name and arguments (``gcall_<sha256 prefix>_<n>``): the same answer always gives the same
-ids, streamed or not, and two answers never share one. A synthesised id is never sent back (the
-``functionResponse`` then pairs by name and order, as the API expects); a provider id is.
+ids, streamed or not (the engine adds the turn when an earlier turn holds one). A
+synthesised id is never sent back (the ``functionResponse`` then pairs by name and order, as
+the API expects); a provider id is.
 
 ``finishReason``: ``STOP`` → TOOL_PROPOSALS when the content has calls, else FINAL_TEXT;
 ``MAX_TOKENS`` → TRUNCATED; ``SAFETY`` and the other blocking reasons → REFUSAL;

@@ -22,7 +22,6 @@ from .types import (
     HttpResponse,
     ModelSettings,
     ModelTurn,
-    ProposedCall,
     TurnOutcome,
     Usage,
 )
@@ -198,7 +197,7 @@ def _apply_outcome(
             return _after_failure(deps, op, turn), None
         case TurnOutcome.TOOL_PROPOSALS:
             response_id = turn.response_id or f"turn-{idx}"
-            ids = [_call_id(turn, proposed, idx) for proposed in turn.calls]
+            ids = _call_ids(deps, op, turn, idx)
             repeated = _recorded_again(deps, op, response_id, ids)
             if repeated is not None:  # not a new answer: nothing of it is kept or run
                 return transition(deps, op, OpState.FAILED, repeated), None
@@ -224,15 +223,24 @@ def _apply_outcome(
             return transition(deps, op, OpState.VALIDATING, reason, current_turn=idx), calls
 
 
-def _call_id(turn: ModelTurn, proposed: ProposedCall, idx: int) -> str:
-    """The call's id; one the adapter made up for an answer without an id names its turn.
+def _call_ids(deps: Deps, op: OperationRecord, turn: ModelTurn, idx: int) -> list[str]:
+    """The answer's call ids; ids the adapter made up name their turn when they must.
 
-    Such an id depends on the answer alone, so the same call in a later identical answer
-    would get it again; the turn makes it unique (it keeps its start, and is never sent).
+    A made-up id depends on the answer alone, so the same call in a later identical answer
+    would get it again. Without a response id it always names the turn. With one, it names
+    the turn only when an earlier turn of this response already holds it: a gateway that sends
+    the same ``responseId`` with every answer is not repeating an answer whose calls carry no
+    id of the provider's. The suffix keeps the id's start, and a made-up id is never sent.
     """
-    if proposed.id_synthesised and turn.response_id is None:
-        return f"{proposed.call_id}_t{idx}"
-    return proposed.call_id
+    ids = [proposed.call_id for proposed in turn.calls]
+    made_up = [p.call_id for p in turn.calls if p.id_synthesised]
+    if not made_up:
+        return ids
+    if turn.response_id is not None:
+        taken = deps.store.calls_of_response(op.operation_id, turn.response_id, made_up)
+        if not taken:
+            return ids
+    return [f"{p.call_id}_t{idx}" if p.id_synthesised else p.call_id for p in turn.calls]
 
 
 def _recorded_again(

@@ -36,7 +36,9 @@ _DELTAS: dict[str, str] = {
     "input_json_delta": "partial_json",
     "thinking_delta": "thinking",
 }
-_TRUNCATING = frozenset({"max_tokens", "model_context_window_exceeded"})
+#: stop reasons that end a message whose last call may be cut short: nothing of it runs
+#: (a truncation is INCOMPLETE, a refusal REFUSED), so an open tool_use is no broken stream
+_CALLS_NEVER_RUN = frozenset({"max_tokens", "model_context_window_exceeded", "refusal"})
 #: block type → the block field its streamed text is assembled into
 _TEXT_FIELDS: dict[str, str] = {"text": "text", "thinking": "thinking", "compaction": "content"}
 
@@ -148,7 +150,9 @@ class AnthropicStream:
             case "signature_delta":
                 block["signature"] = delta.get("signature")
             case "citations_delta":
-                block.setdefault("citations", []).append(delta.get("citation"))
+                if not isinstance(block.get("citations"), list):  # absent, or null
+                    block["citations"] = []
+                block["citations"].append(delta.get("citation"))
             case "compaction_delta":
                 self._compaction_delta(index, block, delta)
             case str() if kind in _DELTAS:
@@ -214,7 +218,7 @@ class AnthropicStream:
         for index in unclosed:
             self._settle(index, self.blocks[index], self.fragments.close(index))
         calls = [i for i in unclosed if self.blocks[i]["type"] == "tool_use"]
-        if calls and self.message.get("stop_reason") not in _TRUNCATING:
+        if calls and self.message.get("stop_reason") not in _CALLS_NEVER_RUN:
             return self.cut("stream_incomplete", "a tool_use block was never closed")
         message = {**self.message, "content": [self.blocks[i] for i in sorted(self.blocks)]}
         return self.parse_message(message, self.raw_inputs)

@@ -16,7 +16,11 @@ the provider-defined ``{"type": "tool_search", "execution": "client"}``) is a ca
 ``tool_search_output`` item whose ``tools`` are the result. A server-executed one is carried
 forward like reasoning. A call to a custom (free-text) tool, declared ``{"type": "custom",
 "name": …}``, is a ``custom_tool_call`` whose ``input`` is text: it is a call whose arguments
-are ``{"input": <that text>}``, answered by a ``custom_tool_call_output`` item.
+are ``{"input": <that text>}``, answered by a ``custom_tool_call_output`` item. An item that
+asks the client for another action (``computer_call``, ``shell_call``, ``local_shell_call``,
+``apply_patch_call``, ``mcp_approval_request``) is no registry tool's call: the answer is an
+API_FAILURE that is not retried (FAILED, naming the item), never a completion that drops it,
+and none of its calls runs.
 
 Invariants (see ``engine.ports.ModelAdapter``): ``ProposedCall.call_id`` is the item's
 ``call_id`` (the item ``id`` goes to ``item_id``); arguments are parsed strictly and never
@@ -79,6 +83,16 @@ class _Scan:
     refusals: list[str] = field(default_factory=list)
     #: call ids of function_call items whose own status is present and not "completed"
     unfinished: list[str] = field(default_factory=list)
+    #: types of the items that ask the client for an action toolloop does not take
+    client_actions: list[str] = field(default_factory=list)
+
+
+#: output items the client must act on that are no registry tool's call (the hosted tools the
+#: client runs, an MCP call waiting for the client's approval): toolloop answers none of them,
+#: and the next request without their outputs would be refused
+_CLIENT_ACTIONS = frozenset(
+    {"computer_call", "local_shell_call", "shell_call", "apply_patch_call", "mcp_approval_request"}
+)
 
 
 class OpenAIResponsesAdapter(ResponsesReader):
@@ -238,6 +252,17 @@ def _completed(scan: _Scan, common: dict[str, Any]) -> ModelTurn:
             detail="the model refused",
             **common,
         )
+    if scan.client_actions:
+        kinds = ", ".join(sorted(set(scan.client_actions)))
+        message = f"the answer asks the client for {kinds}, which toolloop does not run"
+        return ModelTurn(
+            outcome=TurnOutcome.API_FAILURE,
+            finish_reason="completed",
+            text=text,
+            error=ApiError(code="unsupported_item", message=message, retryable=False),
+            detail=f"{message} (only the registry's tools run); nothing will run",
+            **common,
+        )
     if scan.calls:
         return ModelTurn(
             outcome=TurnOutcome.TOOL_PROPOSALS,
@@ -285,6 +310,8 @@ def _scan(output: list[Any]) -> _Scan:
                 _take(scan, seen, index, *_tool_search_call(index, item))
             case "message":
                 _message(index, item, scan)
+            case kind if kind in _CLIENT_ACTIONS:
+                scan.client_actions.append(kind)
             case _:
                 # reasoning and other items: carried forward verbatim, never text or calls
                 pass

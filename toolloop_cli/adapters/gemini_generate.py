@@ -21,6 +21,10 @@ it; ``MALFORMED_FUNCTION_CALL``, ``TOO_MANY_TOOL_CALLS`` and an unexpected call 
 → API_FAILURE (not retryable: there is no call to run and the model said why); ``OTHER`` and
 anything unknown → API_FAILURE; no ``finishReason`` at all → TRUNCATED.
 
+A ``functionCall`` streamed in pieces (``partialArgs``, ``willContinue``: Vertex AI's
+``streamFunctionCallArguments``, which toolloop never sets) is refused as malformed rather than
+run with the pieces' empty ``args``.
+
 ``streamGenerateContent`` without ``alt=sse`` answers with a JSON array of the chunks a
 stream sends; it is assembled like the stream. A prompt blocked before any
 candidate (``promptFeedback.blockReason``) → REFUSAL.
@@ -326,6 +330,12 @@ def _scan(parts: list[Any], response_id: str | None) -> tuple[list[str], list[Pr
 def _function_call(index: int, call: Any, ordinal: int, response_id: str | None) -> ProposedCall:
     if not isinstance(call, dict):
         _malformed(f"parts[{index}] functionCall is not an object")
+    if "partialArgs" in call or "willContinue" in call:  # never asked for by toolloop
+        _malformed(
+            f"parts[{index}] functionCall streams its arguments in pieces (partialArgs, "
+            "willContinue: Vertex AI's streamFunctionCallArguments), which toolloop does not "
+            "put together; no call runs"
+        )
     name, args, given_id = call.get("name"), call.get("args", {}), call.get("id")
     if not isinstance(name, str) or not name:
         _malformed(f"parts[{index}] functionCall has no string 'name'")

@@ -89,7 +89,12 @@ def answer(*output: dict[str, Any]) -> HttpResponse:
 def test_an_item_asking_the_client_to_act_fails_the_turn_without_running_anything(
     kind: str, beside: str
 ) -> None:
-    others = {"nothing": [], "a message": [MESSAGE], "a function call": [FUNCTION_CALL]}[beside]
+    besides: dict[str, list[dict[str, Any]]] = {
+        "nothing": [],
+        "a message": [MESSAGE],
+        "a function call": [FUNCTION_CALL],
+    }
+    others = besides[beside]
     turn = parse("openai", answer(*others, ITEMS[kind]))
     assert turn.outcome is TurnOutcome.API_FAILURE
     assert turn.error is not None and not turn.error.retryable

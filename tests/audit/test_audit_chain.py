@@ -14,6 +14,7 @@ from support.stores import approval_of, behind_its_back, one_row, start
 from toolloop_cli.audit.binding import call_binding_sha256, result_sha256
 from toolloop_cli.audit.canonical import sha256_hex
 from toolloop_cli.audit.hashing import chain_link
+from toolloop_cli.audit.stored import record_text
 from toolloop_cli.audit.verify import Report
 from toolloop_cli.service import approvals, operations
 from toolloop_cli.service.verify import verify_store
@@ -140,7 +141,7 @@ def rehash_record(path: Path, operation_id: str, call_id: str) -> int:
         (text,) = conn.execute("SELECT record FROM audit_log WHERE seq = ?", (seq,)).fetchone()
         conn.execute(
             "UPDATE audit_log SET record_sha256 = ? WHERE seq = ?",
-            (sha256_hex(text.encode()), seq),
+            (sha256_hex(record_text(text).encode()), seq),
         )
     return int(seq)
 

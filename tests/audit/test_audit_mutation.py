@@ -24,6 +24,7 @@ from support.stores import demo_store
 from typer.testing import CliRunner
 
 from toolloop_cli.audit.rows import StoreRows
+from toolloop_cli.audit.stored import record_text
 from toolloop_cli.audit.verify import verify
 from toolloop_cli.cli import app
 from toolloop_cli.service.verify import _Requests, read_rows
@@ -74,7 +75,7 @@ def mutations(rows: StoreRows) -> Iterator[Mutation]:
 def expected_names(rows: StoreRows, table: str, row: dict[str, Any]) -> tuple[str, str | None]:
     """The operation and call a mutation of ``row`` must be reported under."""
     if table == "audit_log":
-        record = json.loads(row["record"])
+        record = json.loads(record_text(row["record"]))
         return record["operation_id"], record["call_id"]
     return row["operation_id"], row.get("call_id")
 

@@ -13,6 +13,7 @@ from support.stores import behind_its_back, start
 
 from toolloop_cli.audit.expand import read_write
 from toolloop_cli.audit.hashing import GENESIS, Write, row_sha256, seal_batch
+from toolloop_cli.audit.stored import record_text
 from toolloop_cli.engine.states import OpState
 from toolloop_cli.errors import StoreError
 from toolloop_cli.service.verify import verify_store
@@ -50,7 +51,7 @@ def test_changes_that_do_not_add_up_to_the_stated_row_are_found(store_path: Path
     with behind_its_back(path) as conn:
         seq, index = newest_write(conn, "call", call_id=call.call_id, column="state")
         (text,) = conn.execute("SELECT record FROM audit_log WHERE seq = ?", (seq,)).fetchone()
-        record = json.loads(text)
+        record = json.loads(record_text(text))
         record["writes"][index][2]["state"] = "FAILED"  # the row hash is left as it was
         conn.execute("UPDATE audit_log SET record = ? WHERE seq = ?", (json.dumps(record), seq))
     found = {(m.table, m.key, m.field) for m in verify_store(open_store(path)).mismatches}

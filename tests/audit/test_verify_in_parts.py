@@ -92,7 +92,7 @@ TAMPERS = [
     "DELETE FROM audit_log WHERE seq = 5",
     "UPDATE audit_log SET operation_id = 'op_elsewhere' WHERE seq = 4",
     "UPDATE audit_log SET operation_id = NULL WHERE seq > 30",
-    "UPDATE audit_log SET record = replace(record, 'COMPLETED', 'FAILED')",
+    "UPDATE audit_log SET record = deflate(replace(inflate(record), 'COMPLETED', 'FAILED'))",
     "UPDATE calls SET state = 'FAILED' WHERE state = 'SUCCEEDED'",
 ]
 

@@ -50,7 +50,7 @@ def full_check(path: Path, *, stream_log: bool) -> Report:
 TAMPERS = [
     "UPDATE calls SET state = 'FAILED' WHERE state = 'SUCCEEDED'",
     "DELETE FROM audit_log WHERE seq = 3",
-    "UPDATE audit_log SET record = replace(record, 'COMPLETED', 'FAILED')",
+    "UPDATE audit_log SET record = deflate(replace(inflate(record), 'COMPLETED', 'FAILED'))",
     "UPDATE audit_log SET seq = seq + 100 WHERE seq = (SELECT max(seq) FROM audit_log)",
     "UPDATE transitions SET reason = 'rewritten' WHERE id = 2",
     "INSERT INTO audit_log SELECT seq + 1000, operation_id, kind, call_id, record,"

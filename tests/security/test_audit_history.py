@@ -33,6 +33,7 @@ from toolloop_cli.audit.binding import call_binding_sha256, result_sha256
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex
 from toolloop_cli.audit.expand import read_write
 from toolloop_cli.audit.hashing import chain_link, seal
+from toolloop_cli.audit.stored import record_text
 from toolloop_cli.cli import app
 from toolloop_cli.service import approvals, operations
 from toolloop_cli.service.verify import verify_store
@@ -244,7 +245,7 @@ def final_answer_rewritten(f: Forger, ops: dict[str, str]) -> Found:
     f.update("conversation", {"operation_id": op, "seq": last["seq"]}, item_sha256=digest)
     seq, index = newest_write(f.conn, "items", operation_id=op)
     (text,) = f.conn.execute("SELECT record FROM audit_log WHERE seq = ?", (seq,)).fetchone()
-    record = json.loads(text)
+    record = json.loads(record_text(text))
     written = read_write(record, record["writes"][index])  # the final answer's append (whole)
     assert written is not None
     appended = written.changes

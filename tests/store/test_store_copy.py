@@ -7,7 +7,7 @@ from pathlib import Path
 
 from support.cli import json_out
 from support.clock import FakeClock
-from support.stores import approval_of, demo_store
+from support.stores import approval_of, behind_its_back, demo_store
 from typer.testing import CliRunner
 
 from toolloop_cli.cli import app
@@ -35,6 +35,13 @@ def test_a_store_copied_to_postgresql_and_back_verifies_with_the_same_head(
     assert out["head"] == {"source": head.text(), "target": head.text()}
     assert out["copied"]["operations"] == 4
     assert out["copied"]["audit_log"] == head.seq
+
+    # SQLite keeps records deflated; PostgreSQL holds their text (the bytes the chain hashes)
+    with behind_its_back(source, read_only=True) as conn:
+        kept = [kind for (kind,) in conn.execute("SELECT typeof(record) FROM audit_log")]
+    with behind_its_back(postgres_url) as conn:
+        texts = [text for (text,) in conn.execute("SELECT record FROM audit_log")]
+    assert set(kept) == {"blob"} and all(isinstance(t, str) and t[0] == "{" for t in texts)
 
     back = tmp_path / "back.db"
     again = toolloop("store", "copy", postgres_url, str(back), "--json")

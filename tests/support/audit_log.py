@@ -16,6 +16,7 @@ from typing import Any
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex
 from toolloop_cli.audit.expand import expand, read_write
 from toolloop_cli.audit.hashing import GENESIS, chain_link, row_sha256, seal
+from toolloop_cli.audit.stored import record_text
 from toolloop_cli.store.audit_writer import append_sealed
 from toolloop_cli.store.connection import Connection
 
@@ -32,7 +33,7 @@ def append_record(conn: Connection, kind: str, row: dict[str, Any]) -> None:
 def records(conn: Connection) -> list[tuple[int, dict[str, Any]]]:
     """Every record of the log, parsed, in ``seq`` order."""
     rows = conn.execute("SELECT seq, record FROM audit_log ORDER BY seq").fetchall()
-    return [(int(seq), json.loads(text)) for seq, text in rows]
+    return [(int(seq), json.loads(record_text(text))) for seq, text in rows]
 
 
 def row_writes(conn: Connection) -> list[dict[str, Any]]:
@@ -100,9 +101,8 @@ def _only(record: dict[str, Any], index: int) -> dict[str, Any]:
 def reseal(conn: Connection, seq: int) -> None:
     """Recompute record ``seq``'s own hash and every link from it to the end."""
     (text,) = conn.execute("SELECT record FROM audit_log WHERE seq = ?", (seq,)).fetchone()
-    conn.execute(
-        "UPDATE audit_log SET record_sha256 = ? WHERE seq = ?", (sha256_hex(text.encode()), seq)
-    )
+    digest = sha256_hex(record_text(text).encode())
+    conn.execute("UPDATE audit_log SET record_sha256 = ? WHERE seq = ?", (digest, seq))
     rechain(conn, seq)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from support.clock import FakeClock
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
+from toolloop_cli.audit.stored import pack_record, record_text
 from toolloop_cli.service import approvals, operations
 from toolloop_cli.store import Store, open_store
 from toolloop_cli.store.connection import Connection, Cursor
@@ -33,10 +34,19 @@ def tampered_copy(source: Path, path: Path, tamper: str | None) -> Path:
     shutil.copy(source, path)
     if tamper is not None:
         conn = sqlite3.connect(path)
+        record_functions(conn)
         conn.execute(tamper)
         conn.commit()
         conn.close()
     return path
+
+
+def record_functions(conn: sqlite3.Connection) -> None:
+    """``inflate(record)`` and ``deflate(text)`` in SQL: a forger who knows how a SQLite
+    store keeps its audit records (``audit.stored``) edits their text in place, e.g.
+    ``UPDATE audit_log SET record = deflate(replace(inflate(record), 'a', 'b'))``."""
+    conn.create_function("inflate", 1, record_text, deterministic=True)
+    conn.create_function("deflate", 1, pack_record, deterministic=True)
 
 
 def sqlite_of(store: Store) -> sqlite3.Connection:
@@ -63,6 +73,7 @@ def behind_its_back(location: str | Path, *, read_only: bool = False) -> Iterato
         if read_only
         else sqlite3.connect(location)
     )
+    record_functions(raw)
     try:
         with raw:
             yield raw

@@ -19,6 +19,7 @@ from itertools import chain
 from typing import Any
 
 from toolloop_cli.audit.rows import Row, StoreRows
+from toolloop_cli.audit.stored import SQLITE_LOG_COLUMNS, record_text
 from toolloop_cli.errors import StoreError
 from toolloop_cli.store import Store
 
@@ -30,6 +31,7 @@ __all__ = [
     "parts",
     "read_part",
     "read_snapshot",
+    "log_of",
     "rows_of",
     "unreferenced_blobs",
     "values_of",
@@ -113,7 +115,7 @@ def part_log(
         # one operation after another, each in seq order, straight from the index (history
         # and expansion follow each row's records, and a row belongs to one operation)
         sql = "SELECT * FROM audit_log WHERE operation_id = ? ORDER BY seq"
-        return chain.from_iterable(rows_of(store, sql, (op,)) for op in part.params)
+        return chain.from_iterable(log_of(store, sql, (op,)) for op in part.params)
     mine = set(part.params)
     theirs = {seq for seq, op in moved.items() if _in_part(op, part, mine, known)}
     if len(moved) > _MOVED_IN_SQL:  # a log rewritten wholesale: filtered here, not in SQL
@@ -125,7 +127,7 @@ def part_log(
     if theirs:
         where = f"({where} OR seq IN ({_marks(theirs)}))"
         params = (*params, *theirs)
-    return rows_of(store, f"SELECT * FROM audit_log WHERE {where} ORDER BY seq", params)
+    return log_of(store, f"SELECT * FROM audit_log WHERE {where} ORDER BY seq", params)
 
 
 #: at most this many moved records are named in a query (each is one SQL parameter)
@@ -141,7 +143,7 @@ def _filtered_log(
 ) -> Iterator[Row]:
     """``part_log`` read from the whole log: the part's rows by column, moved ones by the
     operation their record names (``ops``: the part's operations, every part's)."""
-    for row in rows_of(store, "SELECT * FROM audit_log ORDER BY seq"):
+    for row in log_of(store, "SELECT * FROM audit_log ORDER BY seq"):
         seq = row.get("seq")
         if seq in theirs or (seq not in moved and _in_part(row.get("operation_id"), part, *ops)):
             yield row
@@ -196,6 +198,16 @@ def rows_of(store: Store, sql: str, params: tuple[Any, ...] = ()) -> Iterator[Ro
             yield row
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read store {store.location}: {exc}") from exc
+
+
+def log_of(store: Store, sql: str, params: tuple[Any, ...] = ()) -> Iterator[Row]:
+    """Audit log rows as ``rows_of`` reads them (``sql`` selects ``*``), each record as its
+    text (``audit.stored``: inflated when kept deflated)."""
+    if not store.postgres:
+        sql = sql.replace("SELECT *", f"SELECT {SQLITE_LOG_COLUMNS}", 1)
+    for row in rows_of(store, sql, params):
+        row["record"] = record_text(row.get("record"))
+        yield row
 
 
 def values_of(store: Store, sql: str, params: tuple[Any, ...] = ()) -> Iterator[Any]:

@@ -154,7 +154,7 @@ _LOG = "SELECT * FROM audit_log ORDER BY seq"
 
 def _log_rows(store: Store) -> Iterator[Row]:
     """The audit log's rows in ``seq`` order, as the query steps through them."""
-    return store_parts.rows_of(store, _LOG)
+    return store_parts.log_of(store, _LOG)
 
 
 @contextmanager

@@ -30,6 +30,7 @@ from toolloop_cli.audit.hashing import (
     row_sha256,
     seal_batch,
 )
+from toolloop_cli.audit.stored import pack_record, record_text
 
 from .audit_rules import HISTORY_RULES
 from .connection import Connection
@@ -64,8 +65,12 @@ class _Pending:
 class AuditWriter:
     """Collects a transaction's row writes and appends them to the log at its commit."""
 
-    def __init__(self, conn: Connection, head_source: str = "audit_log") -> None:
+    def __init__(
+        self, conn: Connection, head_source: str = "audit_log", packed: bool = False
+    ) -> None:
         self.conn = conn
+        #: records kept deflated (``audit.stored``: SQLite; PostgreSQL compresses them itself)
+        self.packed = packed
         #: where the chain's head is read: the log, or a view of its last link (PostgreSQL,
         #: so a tenant role that sees only its own records still appends to the one chain)
         self.head_source = head_source
@@ -139,7 +144,7 @@ class AuditWriter:
         seq, prev = head
         for op, writes in groups.items():
             sealed = seal_batch(seq + 1, prev, op, writes)
-            append_sealed(self.conn, sealed)
+            append_sealed(self.conn, sealed, self.packed)
             seq, prev = sealed.seq, sealed.chain_sha256
         self._writes.clear()
 
@@ -166,8 +171,8 @@ class AuditWriter:
         self._writes.clear()
 
 
-def append_sealed(conn: Connection, sealed: Sealed) -> None:
-    """Insert one sealed record as the log's next row."""
+def append_sealed(conn: Connection, sealed: Sealed, packed: bool = False) -> None:
+    """Insert one sealed record as the log's next row (its text deflated when ``packed``)."""
     conn.execute(
         "INSERT INTO audit_log (seq, operation_id, kind, call_id, record, record_sha256,"
         " prev_sha256, chain_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -176,7 +181,7 @@ def append_sealed(conn: Connection, sealed: Sealed) -> None:
             sealed.operation_id,
             sealed.kind,
             sealed.call_id,
-            sealed.record,
+            pack_record(sealed.record) if packed else sealed.record,
             sealed.record_sha256,
             sealed.prev_sha256,
             sealed.chain_sha256,
@@ -198,17 +203,18 @@ def _final(kind: str, row: Mapping[str, Any]) -> bool:
 
 
 def bindings_in(
-    records: Iterable[str], wanted: set[tuple[str, str]]
+    records: Iterable[str | bytes], wanted: set[tuple[str, str]]
 ) -> dict[tuple[str, str], str | None]:
     """The last ``call_binding_sha256`` each wanted (response id, call id) has in ``records``.
 
-    ``records`` are one operation's audit records, newest first (batch or per-row layout);
+    ``records`` are one operation's audit records as stored, newest first (batch or per-row
+    layout, text or deflated);
     the newest write that set the column holds its value. Reading stops once every wanted
     call is found.
     """
     found: dict[tuple[str, str], str | None] = {}
     for text in records:
-        record = json.loads(text)
+        record = json.loads(record_text(text))
         writes: list[tuple[Any, Any]] = []
         if record.get("kind") == "batch":
             for write in reversed(record.get("writes") or []):

@@ -1,7 +1,8 @@
 """Copying a whole store between backends (SQLite ⇄ PostgreSQL), rows unchanged.
 
 Every audited row, blob, conversation entry, state-log row and audit record is copied as it
-is stored, in one transaction of the destination: a copy is all of the source or none of it.
+is stored (a record deflated in SQLite goes to PostgreSQL as its text, which its hash is
+over), in one transaction of the destination: a copy is all of the source or none of it.
 Nothing is re-hashed or re-chained, so the copy verifies with the source's head, and a row
 changed on the way would be a mismatch there. Leases are not copied: they belong to the
 processes running the source's operations, not to its history.
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolloop_cli.audit.stored import record_text
 from toolloop_cli.errors import StoreError
 
 from .repo import Store
@@ -65,8 +67,13 @@ def _copy_table(source: Store, target: Store, table: str, order: str) -> int:
     sql = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})"
     count = 0
     batch: list[tuple[Any, ...]] = []
+    # PostgreSQL keeps a record as text (its TOAST compresses it): a deflated one is inflated
+    texts = names.index("record") if table == "audit_log" and target.postgres else None
     for row in cur.fetchall():
-        batch.append(tuple(_portable(row[i]) for i in wanted))
+        values = [_portable(row[i]) for i in wanted]
+        if texts is not None:
+            values[texts] = _as_text(values[texts], row)
+        batch.append(tuple(values))
         if len(batch) >= _BATCH:
             count += _insert(target, sql, batch)
             batch = []
@@ -77,6 +84,16 @@ def _insert(target: Store, sql: str, rows: list[tuple[Any, ...]]) -> int:
     if rows:
         target.conn.executemany(sql, rows)
     return len(rows)
+
+
+def _as_text(record: Any, row: Any) -> Any:
+    text = record_text(record)
+    if isinstance(text, bytes):
+        raise StoreError(
+            f"audit record {row[0]} is neither text nor a deflated record: the source store "
+            "was changed; run `toolloop verify` on it"
+        )
+    return text
 
 
 def _portable(value: Any) -> Any:

@@ -20,6 +20,7 @@ from typing import Any
 from toolloop_cli.audit.canonical import CanonicalJSONError
 from toolloop_cli.audit.expand import read_write
 from toolloop_cli.audit.hashing import BATCH, BATCH_VERSIONS, row_sha256
+from toolloop_cli.audit.stored import record_text
 from toolloop_cli.errors import TamperedStore
 
 from .connection import Connection
@@ -101,6 +102,7 @@ def _differ(row: Mapping[str, Any], logged: Mapping[str, Any]) -> list[str]:
 
 def _parsed(text: object) -> dict[str, Any]:
     try:
+        text = record_text(text)
         record = json.loads(text) if isinstance(text, str) else None
     except ValueError:
         return {}

@@ -65,7 +65,9 @@ class TransactionalStore:
         self._cached: dict[str, int] = {}
         self._after_commit: list[Callable[[], None]] = []
         self._conversations: dict[str, list[JSONObject]] = {}
-        self._audit = AuditWriter(self.conn, "audit_head" if self.postgres else "audit_log")
+        self._audit = AuditWriter(
+            self.conn, "audit_head" if self.postgres else "audit_log", packed=not self.postgres
+        )
         #: calls, operations and transitions written in the open transaction, not yet put in
         #: their tables (``held.py``): written at the commit, or before a read of them
         self._rows = HeldWrites(self.conn, self.postgres)

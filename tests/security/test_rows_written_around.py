@@ -153,6 +153,28 @@ def test_a_waiting_call_moved_out_of_its_turn_is_never_skipped(
     assert turn_count(path) == turns  # no further request went to the model
 
 
+@pytest.mark.parametrize("command", ["step", "resume"])
+def test_a_waiting_call_whose_turn_is_no_turn_is_refused_before_anything_is_written(
+    waiting: Path, tmp_path: Path, command: str
+) -> None:
+    """A turn index that is no integer hides the call from its turn's query: the operation is
+    refused naming the column (exit 2) before a transition is written, not moved on to
+    RESULTS_READY first."""
+    path = copy_of(waiting, tmp_path)
+    op, _ = ids(path)
+    write_around(path, "UPDATE calls SET turn_idx = 2.5 WHERE name = 'submit_refund'")
+    result = runner.invoke(app, [command, op, "--store", str(path), "--json"])
+    out = json_out(result)
+    assert result.exit_code == 2, out
+    assert out["error_type"] == "TamperedStore"
+    assert "calls.turn_idx holds 2.5" in out["error"]
+    conn = sqlite3.connect(path)
+    (state,) = conn.execute("SELECT state FROM operations").fetchone()
+    (last,) = conn.execute("SELECT target FROM transitions ORDER BY id DESC LIMIT 1").fetchone()
+    conn.close()
+    assert (state, last) == ("WAITING_APPROVAL", "WAITING_APPROVAL")
+
+
 @pytest.mark.parametrize(
     ("sql", "problem"),
     [

@@ -33,39 +33,65 @@ BAD_JSON = "'{bad'"
 NUMBER = "7"
 NOT_A_TIME = "'soon'"
 NOT_UTF8 = "CAST(X'C3FF' AS TEXT)"
+#: the column's own value as a BLOB: pydantic would read it back as the text it holds
+BLOB = "CAST($COLUMN AS BLOB)"
+#: JSON nested deeper than the decoder goes (a RecursionError, were it not caught)
+DEEP = "printf('%.*c', 100000, '[') || printf('%.*c', 100000, ']')"
+#: the column's own value with a NUL byte after it (no path or timestamp holds one)
+NUL = "$COLUMN || char(0)"
+#: counters toolloop never counts: a count as text, as a boolean, below zero
+COUNT_AS_TEXT = "json_set($COLUMN, '$.turns', '3')"
+COUNT_AS_TRUE = "json_set($COLUMN, '$.turns', json('true'))"
+COUNT_BELOW_ZERO = "json_set($COLUMN, '$.input_tokens', -902)"
 LABELS = {
     NULL: "null",
     BAD_JSON: "bad-json",
     NUMBER: "number",
     NOT_A_TIME: "not-a-time",
     NOT_UTF8: "not-utf8",
+    BLOB: "blob",
+    DEEP: "deep-json",
+    NUL: "nul",
+    COUNT_AS_TEXT: "count-as-text",
+    COUNT_AS_TRUE: "count-as-true",
+    COUNT_BELOW_ZERO: "count-below-zero",
 }
 
 #: (table, column) -> values toolloop never writes there. Left out: NULL where the schema
 #: refuses it (NOT NULL) or where toolloop writes NULL itself, and a number in an integer
 #: column (a valid turn or position).
 TAMPERS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("operations", "state"): (BAD_JSON, NUMBER, NOT_UTF8),
-    ("operations", "settings_json"): (BAD_JSON, NUMBER, NOT_UTF8),
-    ("operations", "guards_json"): (BAD_JSON, NUMBER, NOT_UTF8),
-    ("operations", "counters_json"): (BAD_JSON, NUMBER, NOT_UTF8),
+    ("operations", "state"): (BAD_JSON, NUMBER, NOT_UTF8, BLOB),
+    ("operations", "registry_path"): (NUL,),
+    ("operations", "settings_json"): (BAD_JSON, NUMBER, NOT_UTF8, DEEP),
+    ("operations", "guards_json"): (BAD_JSON, NUMBER, NOT_UTF8, DEEP),
+    ("operations", "counters_json"): (
+        BAD_JSON,
+        NUMBER,
+        NOT_UTF8,
+        DEEP,
+        COUNT_AS_TEXT,
+        COUNT_AS_TRUE,
+        COUNT_BELOW_ZERO,
+    ),
     ("operations", "divergence_json"): (BAD_JSON, NUMBER, NOT_UTF8),
     ("operations", "current_turn"): (BAD_JSON, NOT_UTF8),
     ("operations", "deadline_at"): (BAD_JSON, NUMBER, NOT_A_TIME, NOT_UTF8),
-    ("calls", "state"): (BAD_JSON, NUMBER, NOT_UTF8),
+    ("calls", "state"): (BAD_JSON, NUMBER, NOT_UTF8, BLOB),
     ("calls", "turn_idx"): (BAD_JSON, NOT_UTF8),
     ("calls", "seq"): (BAD_JSON, NOT_UTF8),
-    ("calls", "arguments_json"): (BAD_JSON, NUMBER, NOT_UTF8),
+    ("calls", "arguments_json"): (BAD_JSON, NUMBER, NOT_UTF8, DEEP),
     ("calls", "model_result_json"): (BAD_JSON, NUMBER, NOT_UTF8),
     ("calls", "protected_audit_json"): (BAD_JSON, NUMBER, NOT_UTF8),
     ("calls", "started_at"): (NUMBER, NOT_A_TIME, NOT_UTF8),
     ("calls", "finished_at"): (NUMBER, NOT_A_TIME, NOT_UTF8),
-    ("approvals", "status"): (BAD_JSON, NUMBER, NOT_UTF8),
+    ("approvals", "status"): (BAD_JSON, NUMBER, NOT_UTF8, BLOB),
+    ("approvals", "requested_at"): (NUMBER, NOT_A_TIME, NUL),
     ("approvals", "expires_at"): (BAD_JSON, NUMBER, NOT_A_TIME, NOT_UTF8),
     ("approvals", "approval_id"): (NULL,),
     ("turns", "idx"): (BAD_JSON, NOT_UTF8),
-    ("turns", "outcome"): (BAD_JSON, NUMBER, NOT_UTF8),
-    ("turns", "usage_json"): (BAD_JSON, NUMBER, NOT_UTF8),
+    ("turns", "outcome"): (BAD_JSON, NUMBER, NOT_UTF8, BLOB),
+    ("turns", "usage_json"): (BAD_JSON, NUMBER, NOT_UTF8, DEEP),
     ("turns", "error_json"): (BAD_JSON, NUMBER, NOT_UTF8),
 }
 CASES = [
@@ -133,7 +159,9 @@ def tampered_copy(demo: Demo, folder: Path, table: str, column: str, value: str)
         base.backup(copy)
         with copy:
             changed = copy.execute(
-                f"UPDATE {table} SET {column} = {value} WHERE rowid = ({latest})", (demo.paused,)
+                f"UPDATE {table} SET {column} = {value.replace('$COLUMN', column)}"
+                f" WHERE rowid = ({latest})",
+                (demo.paused,),
             ).rowcount
     assert changed == 1, f"no {table} row of {demo.paused}"
     return path

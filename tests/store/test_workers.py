@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -140,3 +141,33 @@ def test_an_operation_a_worker_cannot_run_is_passed_over_and_a_drain_ends(
     assert states(url, [bad]) == {bad: "MODEL_REQUESTED"}  # left as stored
     ((op, why),) = [s for s in said if s[0] == bad]
     assert why.startswith("not run: operation ") and "task not as the audit log" in why
+
+
+def test_an_approval_whose_status_is_stored_as_bytes_is_not_taken_for_ever(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pending approval's status rewritten as a BLOB (SQLite keeps any type in any column)
+    matches no query for pending ones, so its operation looks runnable; read back, it is
+    refused by name (pydantic would have read the bytes as the status, and the operation
+    would have been taken, found waiting, and taken again for ever). A drain ends."""
+    url = str(tmp_path / "store.db")
+    env = {"TOOLLOOP_DATA_DIR": str(tmp_path / "data")}
+    monkeypatch.setenv("TOOLLOOP_DATA_DIR", env["TOOLLOOP_DATA_DIR"])
+    (op,) = submit(url, 1, env)
+    options = WorkerOptions(url, concurrency=1, drain=True, poll_s=0.05)
+    run_worker(options)
+    assert states(url, [op]) == {op: "WAITING_APPROVAL"}
+    with behind_its_back(url) as conn:
+        conn.execute("UPDATE approvals SET status = CAST(status AS BLOB)")
+    said: list[tuple[str, str]] = []
+    stop = threading.Event()  # a regression would take it for ever: stopped, then failed
+    timer = threading.Timer(60, stop.set)
+    timer.start()
+    try:
+        stats = run_worker(options, stop=stop, on_taken=lambda op, state: said.append((op, state)))
+    finally:
+        timer.cancel()
+    assert not stop.is_set(), "the drain did not end"
+    assert (stats.failed, stats.not_run, stats.taken) == (1, {op}, 0)
+    ((_, why),) = said
+    assert "approvals.status holds b'PENDING'" in why

@@ -209,7 +209,7 @@ def _parse(text: object) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the decoder's depth
         return None
     return value if isinstance(value, dict) else None
 

@@ -201,7 +201,7 @@ def _json(row: Row, column: str) -> Any:
         return None
     try:
         return json.loads(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         raise _Bad(column, str(text)[:120]) from None
 
 

@@ -79,7 +79,7 @@ def _sent(
         body = rows.blobs.get(digest) if isinstance(digest, str) else None
         try:
             items.append(json.loads(body))  # type: ignore[arg-type]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             return None
     return items
 

@@ -35,6 +35,13 @@ def collect_decisions(
         now = deps.clock.now()
         # the calls' rows change only here; their approvals are read now, decisions included
         current = calls if calls is not None else turn_calls(deps, op)
+        if not any(c.state is C.WAITING_APPROVAL for c in current):
+            # the operation waits only while a call of its turn does. None does: a call was
+            # moved out of the turn around toolloop. Every call of the operation is read
+            # first, so one that no longer reads as a call is refused by name before anything
+            # is written; a readable one is escalated when the results would go back
+            # (``sending``), never skipped.
+            deps.store.calls(op.operation_id)
         after: list[CallRecord] = []
         for call in current:
             after.append(_decided(deps, call, now, waiting))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, ValidationError
 
 from .clock import MAX_SPAN_S
 from .sources import Source
@@ -50,17 +50,19 @@ class Guards(BaseModel):
 class Counters(BaseModel):
     """Budget counters, persisted with the operation so resumes never reset them."""
 
-    model_config = ConfigDict(extra="forbid")
+    # strict: a stored count is taken as it is or refused ("3" and true are not 3 and 1), so
+    # a budget is never checked against a value toolloop did not count
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    requests: int = 0  # model requests sent, retries included
-    turns: int = 0  # model answers that were not API failures
-    tool_calls: int = 0  # handler runs started
-    tool_calls_by_tool: dict[str, int] = Field(default_factory=dict)
-    retries: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
-    cost_usd: float = 0.0
+    requests: NonNegativeInt = 0  # model requests sent, retries included
+    turns: NonNegativeInt = 0  # model answers that were not API failures
+    tool_calls: NonNegativeInt = 0  # handler runs started
+    tool_calls_by_tool: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    retries: NonNegativeInt = 0
+    input_tokens: NonNegativeInt = 0
+    output_tokens: NonNegativeInt = 0
+    total_tokens: NonNegativeInt = 0
+    cost_usd: NonNegativeFloat = 0.0
     #: signatures of the last turns' proposals, for A,B,A,B cycle detection (at most 3 kept)
     recent_turns: list[str] = Field(default_factory=list)
 

@@ -98,4 +98,11 @@ def parse_source(kind: str, stored: Any) -> TranscriptSource | LiveSource | Repl
         raise ValueError(f"source {where}: {first['msg']}") from None
     if source.stored() != stored:  # a null where toolloop leaves a field out
         raise ValueError("source_json holds a null toolloop never writes")
+    for field in _PATHS:
+        if "\x00" in (getattr(source, field, None) or ""):
+            raise ValueError(f"source {field}: a path with a NUL byte, which no file has")
     return source
+
+
+#: the fields that name files (resolved paths toolloop opens again)
+_PATHS = ("transcript", "record", "replay", "data_dir")

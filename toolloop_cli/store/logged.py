@@ -104,7 +104,7 @@ def _parsed(text: object) -> dict[str, Any]:
     try:
         text = record_text(text)
         record = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return record if isinstance(record, dict) else {}
 

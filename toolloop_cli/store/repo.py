@@ -272,12 +272,21 @@ class Store(ApprovalStore):
         return [turn_from_row(r) for r in self._read("turns", sql, (operation_id,))]
 
     def response_bodies(self, operation_id: str) -> dict[int, bytes]:
-        """The provider's answer bytes of each turn, as received (by turn index)."""
-        cur = self.conn.execute(
-            "SELECT idx, response_body FROM turns WHERE operation_id = ? ORDER BY idx",
-            (operation_id,),
-        )
-        return {r[0]: bytes(r[1]) for r in cur}
+        """The provider's answer bytes of each turn, as received (by turn index). Text is
+        taken as its UTF-8 bytes, as ``verify`` hashes it; anything else was never written."""
+        sql = "SELECT idx, response_body FROM turns WHERE operation_id = ? ORDER BY idx"
+        bodies: dict[int, bytes] = {}
+        for idx, body in self._read("turns", sql, (operation_id,)):
+            if isinstance(body, str):
+                body = body.encode("utf-8")
+            if not isinstance(body, bytes | memoryview):
+                raise TamperedStore(
+                    f"tampered store: turn {idx!r} of operation {operation_id}:"
+                    f" turns.response_body holds {type(body).__name__}, which toolloop never"
+                    " writes; run `toolloop verify` for the full report"
+                )
+            bodies[idx] = bytes(body)
+        return bodies
 
     # -- calls ----------------------------------------------------------------------------------
 

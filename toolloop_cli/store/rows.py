@@ -142,12 +142,23 @@ def op_row(op: OperationRecord) -> tuple[Any, ...]:
     )
 
 
+def _no_bytes(table: Table, r: Sequence[Any]) -> None:
+    """Refuse a BLOB in a column toolloop writes text or numbers to: pydantic would decode
+    it as text, so a status stored as bytes would read as the status yet match no query."""
+    for column, value in zip(table.columns, r, strict=False):
+        if isinstance(value, bytes | memoryview):
+            raise tampered(table, r, column, "bytes where toolloop writes text or a number")
+
+
 def op_from_row(r: Sequence[Any]) -> OperationRecord:
+    _no_bytes(OPERATIONS, r)
     try:
         source = parse_source(r[6], json.loads(r[16]))
     except BAD_VALUE as exc:
         column = "source_json" if r[6] in TRANSPORTS else "transport"
         raise tampered(OPERATIONS, r, column, reason_of(exc)) from None
+    if isinstance(r[12], str) and "\x00" in r[12]:  # the registry is opened by this path
+        raise tampered(OPERATIONS, r, "registry_path", "a path with a NUL byte, which no file has")
     try:
         # the engine and the report parse these later: a bad one is refused here, by name
         parse_iso(r[22])
@@ -217,6 +228,7 @@ def _moment(text: str | None) -> None:
 
 
 def call_from_row(r: Sequence[Any]) -> CallRecord:
+    _no_bytes(CALLS, r)
     try:
         # started_at: a takeover waits out a handler's timeout from it; both are reported
         _moment(r[16])
@@ -248,8 +260,11 @@ def call_from_row(r: Sequence[Any]) -> CallRecord:
 
 
 def apr_from_row(r: Sequence[Any]) -> ApprovalRecord:
+    _no_bytes(APPROVALS, r)
     try:
+        parse_iso(r[11])  # requested_at: the report and the traces time the wait by it
         parse_iso(r[12])  # expires_at: parsed again when the approval is decided or resumed
+        _moment(r[14])  # decided_at, when decided
         return ApprovalRecord(**dict(zip(APR_NAMES, r, strict=True)))
     except BAD_VALUE as exc:
         raise tampered_row(APPROVALS, r, exc) from None
@@ -263,6 +278,7 @@ TURN_NAMES = tuple(c.strip() for c in TURN_COLUMNS.split(","))
 
 
 def turn_from_row(r: Sequence[Any]) -> TurnRecord:
+    _no_bytes(TURNS, r)
     try:
         parse_iso(r[11])  # created_at: the report times each answer by it
         return TurnRecord(
@@ -360,7 +376,7 @@ APPROVALS = Table(
     "approvals",
     APR_NAMES,
     "approval {approval_id} of operation {operation_id}",
-    {"expires_at": parse_iso},
+    {"requested_at": parse_iso, "expires_at": parse_iso, "decided_at": _moment},
 )
 TRANSITIONS = Table(
     "transitions",

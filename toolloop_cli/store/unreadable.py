@@ -21,9 +21,10 @@ from toolloop_cli.engine.sources import Source
 from toolloop_cli.errors import StoreError, TamperedStore
 
 #: what a value toolloop never writes raises on its way into a record: a JSON, enum, timestamp
-#: or pydantic error (each a ``ValueError``), or a ``TypeError`` (a number or a null where text
-#: or an object belongs)
-BAD_VALUE = (ValueError, TypeError)
+#: or pydantic error (each a ``ValueError``), a ``TypeError`` (a number or a null where text
+#: or an object belongs), or a ``RecursionError`` (JSON nested deeper than the decoder goes;
+#: raised cleanly by it, before anything was built)
+BAD_VALUE = (ValueError, TypeError, RecursionError)
 
 
 def json_object(text: Any, nullable: bool = False) -> None:

@@ -85,57 +85,27 @@ def test_a_text_block_started_with_null_citations_takes_the_streamed_citations()
     assert block["citations"] == [CITATION]
 
 
-def test_a_refusal_that_stops_a_tool_use_block_midway_is_a_refusal() -> None:
-    turn = parse(
-        "anthropic",
-        sse(
-            START,
-            {
-                "type": "content_block_start",
-                "index": 0,
-                "content_block": {
-                    "type": "tool_use",
-                    "id": "toolu_1",
-                    "name": "lookup_order",
-                    "input": {},
-                },
-            },
-            {
-                "type": "content_block_delta",
-                "index": 0,
-                "delta": {"type": "input_json_delta", "partial_json": '{"order_id": "ord_'},
-            },
-            *ended("refusal"),
-        ),
+def open_tool_use(partial_json: str, stop_reason: str) -> HttpResponse:
+    """A stream whose ``tool_use`` block is never closed before the message stops."""
+    block = {"type": "tool_use", "id": "toolu_1", "name": "lookup_order", "input": {}}
+    delta = {"type": "input_json_delta", "partial_json": partial_json}
+    return sse(
+        START,
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        {"type": "content_block_delta", "index": 0, "delta": delta},
+        *ended(stop_reason),
     )
+
+
+def test_a_refusal_that_stops_a_tool_use_block_midway_is_a_refusal() -> None:
+    turn = parse("anthropic", open_tool_use('{"order_id": "ord_', "refusal"))
     assert turn.outcome is TurnOutcome.REFUSAL
     assert turn.finish_reason == "refusal"
     assert not turn.calls
 
 
 def test_an_open_tool_use_at_an_ordinary_end_is_still_a_stream_cut_short() -> None:
-    turn = parse(
-        "anthropic",
-        sse(
-            START,
-            {
-                "type": "content_block_start",
-                "index": 0,
-                "content_block": {
-                    "type": "tool_use",
-                    "id": "toolu_1",
-                    "name": "lookup_order",
-                    "input": {},
-                },
-            },
-            {
-                "type": "content_block_delta",
-                "index": 0,
-                "delta": {"type": "input_json_delta", "partial_json": '{"order_id": "ord_1"}'},
-            },
-            *ended("tool_use"),
-        ),
-    )
+    turn = parse("anthropic", open_tool_use('{"order_id": "ord_1"}', "tool_use"))
     assert turn.outcome is TurnOutcome.TRUNCATED
     assert "never closed" in (turn.detail or "")
     assert not turn.calls

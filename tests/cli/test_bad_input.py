@@ -186,3 +186,66 @@ def test_json_errors_are_one_object(cli: Invoke, store_path: Path) -> None:
     assert result.exit_code == 2
     payload = json.loads(result.stdout)
     assert payload["error_type"] == "OperationNotFound"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("runs", "--limit", "99999999999999999999"), "--limit"),
+        (("worker", "--drain", "--concurrency", "100000"), "--concurrency"),
+        (("export-otel", "--endpoint", "http://[::1"), "is not an http:// or https:// URL"),
+        (("export-otel", "--endpoint", "http://collector:99999"), "is not an http://"),
+        (
+            ("run", TASK, "--registry", str(REGISTRY), "--transcript", str(REFUND_OPENAI))
+            + ("--max-cost-usd", "inf"),
+            "max_cost_usd: Input should be a finite number",
+        ),
+        (
+            ("run", TASK, "--registry", str(REGISTRY), "--transcript", str(REFUND_OPENAI))
+            + ("--max-cost-usd", "1e309"),
+            "max_cost_usd: Input should be a finite number",
+        ),
+    ],
+    ids=["limit", "concurrency", "endpoint-bracket", "endpoint-port", "cost-inf", "cost-1e309"],
+)
+def test_a_flag_out_of_its_range_is_a_usage_error(
+    cli: Invoke, store_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    """Out of range, a value is refused before anything runs (no OverflowError from SQLite,
+    no 100,000 threads, no ValueError from the URL parser, no budget of Infinity that
+    ``--json`` would print as no JSON)."""
+    open_store(store_path).close()
+    result = cli(*args)
+    assert result.exit_code == 2, result.output
+    assert said in result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", [("verify",), ("runs",), ("store", "copy")])
+def test_a_store_path_that_is_a_fifo_is_refused_not_waited_on(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """Opening a FIFO waits for a writer for ever; it is no store, and is refused at once."""
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "store.db"
+    os.mkfifo(fifo)
+    args = (
+        [*command, str(fifo), str(tmp_path / "copy.db")]
+        if command == ("store", "copy")
+        else [
+            *command,
+            "--store",
+            str(fifo),
+        ]
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "toolloop_cli", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "it is not a regular file" in done.stdout

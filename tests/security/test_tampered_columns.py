@@ -43,6 +43,8 @@ NUL = "$COLUMN || char(0)"
 COUNT_AS_TEXT = "json_set($COLUMN, '$.turns', '3')"
 COUNT_AS_TRUE = "json_set($COLUMN, '$.turns', json('true'))"
 COUNT_BELOW_ZERO = "json_set($COLUMN, '$.input_tokens', -902)"
+#: a value JSON has no word for, which Python's decoder would take
+NAN = """'{"amount_cents": NaN}'"""
 LABELS = {
     NULL: "null",
     BAD_JSON: "bad-json",
@@ -55,6 +57,7 @@ LABELS = {
     COUNT_AS_TEXT: "count-as-text",
     COUNT_AS_TRUE: "count-as-true",
     COUNT_BELOW_ZERO: "count-below-zero",
+    NAN: "nan",
 }
 
 #: (table, column) -> values toolloop never writes there. Left out: NULL where the schema
@@ -80,8 +83,8 @@ TAMPERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("calls", "state"): (BAD_JSON, NUMBER, NOT_UTF8, BLOB),
     ("calls", "turn_idx"): (BAD_JSON, NOT_UTF8),
     ("calls", "seq"): (BAD_JSON, NOT_UTF8),
-    ("calls", "arguments_json"): (BAD_JSON, NUMBER, NOT_UTF8, DEEP),
-    ("calls", "model_result_json"): (BAD_JSON, NUMBER, NOT_UTF8),
+    ("calls", "arguments_json"): (BAD_JSON, NUMBER, NOT_UTF8, DEEP, NAN),
+    ("calls", "model_result_json"): (BAD_JSON, NUMBER, NOT_UTF8, NAN),
     ("calls", "protected_audit_json"): (BAD_JSON, NUMBER, NOT_UTF8),
     ("calls", "started_at"): (NUMBER, NOT_A_TIME, NOT_UTF8),
     ("calls", "finished_at"): (NUMBER, NOT_A_TIME, NOT_UTF8),
@@ -91,7 +94,7 @@ TAMPERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("approvals", "approval_id"): (NULL,),
     ("turns", "idx"): (BAD_JSON, NOT_UTF8),
     ("turns", "outcome"): (BAD_JSON, NUMBER, NOT_UTF8, BLOB),
-    ("turns", "usage_json"): (BAD_JSON, NUMBER, NOT_UTF8, DEEP),
+    ("turns", "usage_json"): (BAD_JSON, NUMBER, NOT_UTF8, DEEP, COUNT_BELOW_ZERO),
     ("turns", "error_json"): (BAD_JSON, NUMBER, NOT_UTF8),
 }
 CASES = [

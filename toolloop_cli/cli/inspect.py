@@ -42,7 +42,7 @@ def show(
 
 
 def runs(
-    limit: Annotated[int, typer.Option("--limit", min=1)] = 50,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1_000_000_000)] = 50,
     tenant: TenantOpt = None,
     store_path: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,

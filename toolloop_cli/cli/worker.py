@@ -16,7 +16,10 @@ from .render import line, safe
 
 def worker(
     concurrency: Annotated[
-        int, typer.Option("--concurrency", min=1, help="Operations run at once (threads).")
+        int,
+        typer.Option(
+            "--concurrency", min=1, max=256, help="Operations run at once (threads, 1-256)."
+        ),
     ] = 1,
     drain: Annotated[
         bool,

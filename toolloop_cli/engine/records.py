@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError
 
 from .clock import MAX_SPAN_S
 from .sources import Source
@@ -30,7 +30,7 @@ class Guards(BaseModel):
     max_input_tokens: int | None = Field(None, ge=0)
     max_output_tokens: int | None = Field(None, ge=0)
     max_total_tokens: int | None = Field(None, ge=0)
-    max_cost_usd: float | None = Field(None, ge=0)
+    max_cost_usd: float | None = Field(None, ge=0, allow_inf_nan=False)
     max_result_bytes: int = Field(65_536, ge=1)  # caps every tool's own max_result_bytes
     max_parallel: int = Field(4, ge=1)
     no_progress_after: int = Field(3, ge=2)  # the Nth identical tool + arguments proposal stops
@@ -62,7 +62,7 @@ class Counters(BaseModel):
     input_tokens: NonNegativeInt = 0
     output_tokens: NonNegativeInt = 0
     total_tokens: NonNegativeInt = 0
-    cost_usd: NonNegativeFloat = 0.0
+    cost_usd: float = Field(0.0, ge=0, allow_inf_nan=False)
     #: signatures of the last turns' proposals, for A,B,A,B cycle detection (at most 3 kept)
     recent_turns: list[str] = Field(default_factory=list)
 

@@ -39,11 +39,15 @@ class _Model(BaseModel):
 
 
 class Usage(_Model):
-    """Token counts as the provider reported them (0 when it did not)."""
+    """Token counts as the provider reported them (0 when it did not). Strict and never
+    negative: the adapters refuse any other count, so a stored one is taken as it is or
+    refused (a tampered ``usage_json``), never coerced."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    input_tokens: int = Field(0, ge=0)
+    output_tokens: int = Field(0, ge=0)
+    total_tokens: int = Field(0, ge=0)
 
 
 class ApiError(_Model):

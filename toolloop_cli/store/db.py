@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 from pathlib import Path
 
 from sqlite_utils import Database
@@ -102,6 +103,7 @@ def open_store(
     if is_postgres_url(str(path)):
         return _open_postgres(str(path), read_only=read_only, durability=chosen)
     store_path = Path(path)
+    _refuse_special_file(store_path)
     if not read_only:
         _refuse_foreign_file(store_path)
     conn = connect_read_only(store_path) if read_only else connect(store_path, chosen)
@@ -134,6 +136,18 @@ def open_store(
         path=store_path,
         reconnect=lambda: connect(store_path, chosen),
     )
+
+
+def _refuse_special_file(path: Path) -> None:
+    """A path that names something other than a file (a FIFO, a device, a socket, a
+    directory) is refused before SQLite opens it: opening a FIFO waits for a writer for ever."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # not there (a new store), or a path connect() reports on
+    if not stat.S_ISREG(mode):
+        what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise StoreError(f"cannot open store {path}: it is {what}")
 
 
 def _refuse_foreign_file(path: Path) -> None:

@@ -29,6 +29,7 @@ from .unreadable import (
     TRANSPORTS,
     Table,
     json_object,
+    loads,
     reason_of,
     tampered,
     tampered_row,
@@ -91,7 +92,7 @@ def dump_once(value: object, make: Callable[[], object] | None = None) -> str | 
 
 
 def load(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    return None if text is None else loads(text)
 
 
 CALL_COLUMNS = (
@@ -153,7 +154,7 @@ def _no_bytes(table: Table, r: Sequence[Any]) -> None:
 def op_from_row(r: Sequence[Any]) -> OperationRecord:
     _no_bytes(OPERATIONS, r)
     try:
-        source = parse_source(r[6], json.loads(r[16]))
+        source = parse_source(r[6], loads(r[16]))
     except BAD_VALUE as exc:
         column = "source_json" if r[6] in TRANSPORTS else "transport"
         raise tampered(OPERATIONS, r, column, reason_of(exc)) from None
@@ -179,10 +180,10 @@ def op_from_row(r: Sequence[Any]) -> OperationRecord:
             registry_path=r[12],
             registry_sha256=r[13],
             policy_revision=r[14],
-            settings=json.loads(r[15]),
+            settings=loads(r[15]),
             source=source,
-            guards=Guards(**json.loads(r[17])),
-            counters=Counters(**json.loads(r[18])),
+            guards=Guards(**loads(r[17])),
+            counters=Counters(**loads(r[18])),
             current_turn=r[19],
             final_text=r[20],
             reason=r[21],
@@ -190,7 +191,7 @@ def op_from_row(r: Sequence[Any]) -> OperationRecord:
             updated_at=r[23],
             deadline_at=r[24],
             policy_sha256=r[25],
-            divergence_check=None if r[26] is None else json.loads(r[26]),
+            divergence_check=None if r[26] is None else loads(r[26]),
         )
     except BAD_VALUE as exc:
         raise tampered_row(OPERATIONS, r, exc) from None
@@ -291,8 +292,8 @@ def turn_from_row(r: Sequence[Any]) -> TurnRecord:
             detail=r[6],
             request_sha256=r[7],
             response_sha256=r[8],
-            usage=Usage(**json.loads(r[9])),
-            error=ApiError(**json.loads(r[10])) if r[10] else None,
+            usage=Usage(**loads(r[9])),
+            error=ApiError(**loads(r[10])) if r[10] else None,
             created_at=r[11],
         )
     except BAD_VALUE as exc:
@@ -350,7 +351,7 @@ OPERATIONS = Table(
     "operation {operation_id}",
     {
         "state": OpState,
-        "settings_json": json.loads,
+        "settings_json": loads,
         "guards_json": json_object,
         "counters_json": json_object,
         "divergence_json": load,

@@ -27,12 +27,22 @@ from toolloop_cli.errors import StoreError, TamperedStore
 BAD_VALUE = (ValueError, TypeError, RecursionError)
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON, and toolloop never writes it")
+
+
+def loads(text: Any) -> Any:
+    """A stored JSON column, as toolloop writes it: no ``NaN`` or ``Infinity`` (Python's
+    decoder takes them; JSON has no such values, and ``--json`` could not print them)."""
+    return json.loads(text, parse_constant=_no_constant)
+
+
 def json_object(text: Any, nullable: bool = False) -> None:
     """A column whose JSON is unpacked into a model (``Model(**value)``) must hold an object;
     ``nullable``: or be empty, read as no object at all."""
     if nullable and not text:
         return
-    if not isinstance(json.loads(text), dict):
+    if not isinstance(loads(text), dict):
         raise ValueError("not a JSON object")
 
 

@@ -62,8 +62,12 @@ def traces_endpoint(endpoint: str | None) -> str:
 
 def _checked(url: str, origin: str) -> str:
     """An OTLP/HTTP endpoint is an http(s) URL with a host; anything else is refused here."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url.strip())
+        host, _ = parts.hostname, parts.port  # a bracket left open, a port that is no number
+    except ValueError:
+        host = None
+    if host is None or parts.scheme not in ("http", "https"):
         raise UsageError(f"{origin}: {url!r} is not an http:// or https:// URL")
     return url
 

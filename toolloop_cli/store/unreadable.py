@@ -31,10 +31,16 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON, and toolloop never writes it")
 
 
+#: one decoder for every read (``json.loads`` with an option builds a new one each call)
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
 def loads(text: Any) -> Any:
     """A stored JSON column, as toolloop writes it: no ``NaN`` or ``Infinity`` (Python's
     decoder takes them; JSON has no such values, and ``--json`` could not print them)."""
-    return json.loads(text, parse_constant=_no_constant)
+    if isinstance(text, str):
+        return _DECODER.decode(text)
+    return json.loads(text, parse_constant=_no_constant)  # refuses what is not text
 
 
 def json_object(text: Any, nullable: bool = False) -> None:

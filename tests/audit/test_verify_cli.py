@@ -116,3 +116,35 @@ def test_an_unknown_operation_or_a_missing_store_is_bad_input(
     demo_store(store_path, clock)
     unknown = cli("verify", "op_nope")
     assert unknown.exit_code == 2 and "op_nope" in unknown.stderr
+
+
+@pytest.mark.parametrize(
+    "table", ["operations", "turns", "calls", "approvals", "transitions", "audit_log", "blobs"]
+)
+def test_an_audited_table_dropped_is_a_mismatch_not_an_unreadable_store(
+    tmp_path: Path, clock: FakeClock, table: str
+) -> None:
+    """Dropping a table removes every row the log vouches for: exit 20 naming the table
+    (it was "cannot read store … no such table", exit 2)."""
+    from typer.testing import CliRunner
+
+    from toolloop_cli.cli import app
+
+    path = tmp_path / "store.db"
+    demo_store(path, clock)
+    with behind_its_back(path) as conn:
+        conn.execute(f"DROP TABLE {table}")
+    result = CliRunner().invoke(app, ["verify", "--store", str(path), "--json"])
+    assert result.exit_code == 20, result.output
+    report = json_out(result)
+    assert report["mismatches"] == [
+        {
+            "operation_id": None,
+            "call_id": None,
+            "table": table,
+            "key": "table",
+            "field": "table",
+            "expected": "present",
+            "found": "missing",
+        }
+    ]

@@ -22,6 +22,7 @@ from toolloop_cli.audit.rows import Row, StoreRows
 from toolloop_cli.audit.stored import SQLITE_LOG_COLUMNS, record_text
 from toolloop_cli.errors import StoreError
 from toolloop_cli.store import Store
+from toolloop_cli.store.copy import TABLES as AUDITED_TABLES
 
 __all__ = [
     "PART_CALLS",
@@ -32,6 +33,7 @@ __all__ = [
     "read_part",
     "read_snapshot",
     "log_of",
+    "missing_tables",
     "rows_of",
     "unreferenced_blobs",
     "values_of",
@@ -198,6 +200,17 @@ def rows_of(store: Store, sql: str, params: tuple[Any, ...] = ()) -> Iterator[Ro
             yield row
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read store {store.location}: {exc}") from exc
+
+
+def missing_tables(store: Store) -> list[str]:
+    """The audited tables the store no longer has (dropped around toolloop), in copy order."""
+    sql = (
+        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        if store.postgres
+        else "SELECT name FROM sqlite_master WHERE type = 'table'"
+    )
+    present = {str(name) for (name,) in values_of(store, sql)}
+    return [table for table, _ in AUDITED_TABLES if table not in present]
 
 
 def log_of(store: Store, sql: str, params: tuple[Any, ...] = ()) -> Iterator[Row]:

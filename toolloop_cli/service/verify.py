@@ -19,7 +19,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from toolloop_cli.audit.chain import ChainWalk, checked
+from toolloop_cli.audit.chain import ChainWalk, Head, checked
+from toolloop_cli.audit.hashing import GENESIS
 from toolloop_cli.audit.mismatch import Mismatch
 from toolloop_cli.audit.recompute import blob_bodies
 from toolloop_cli.audit.request_hash import RequestHasher
@@ -63,6 +64,12 @@ def verify_store(
     The chain is walked whole, one record at a time; everything else is checked a part of
     the store at a time (``store_parts``), so memory follows the largest part, not the store.
     """
+    missing = store_parts.missing_tables(store)
+    if missing:  # rows that were audited are gone with their table: nothing else can be read
+        found = [
+            Mismatch.of(None, None, t, "table", "table", "present", "missing") for t in missing
+        ]
+        return Report(found, dict.fromkeys(_COUNTS, 0), Head(0, GENESIS), expect_head)
     if operation_id is not None and not _exists(store, operation_id):
         raise OperationNotFound(f"no operation {operation_id} in store {store.location}")
     with _collector_paused(), store_parts.read_snapshot(store):

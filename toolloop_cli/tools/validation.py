@@ -15,6 +15,9 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 
 __all__ = [
     "StrictValidator",
@@ -78,14 +81,52 @@ StrictValidator: type[Validator] = validators.extend(  # type: ignore[no-untyped
 
 
 def compile_validator(schema: dict[str, Any]) -> Validator:
-    """A validator for ``schema`` that also asserts ``format``; compiled once per registry load."""
-    return StrictValidator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    """A validator for ``schema`` that also asserts ``format``; compiled once per registry load.
+
+    Its ``$ref`` registry is empty and retrieves nothing: a reference resolves inside the
+    schema or not at all (``schema_problem`` refuses one that does not), never over the
+    network, so the registry alone says what a call may hold."""
+    return StrictValidator(
+        schema, format_checker=Draft202012Validator.FORMAT_CHECKER, registry=_NO_RETRIEVAL
+    )
+
+
+#: resolves no URI: jsonschema's default would fetch a remote ``$ref`` when validating
+_NO_RETRIEVAL: Registry[Any] = Registry()
+_ROOT = "urn:toolloop:parameters"
+
+
+def _ref_problem(schema: dict[str, Any]) -> tuple[str, str] | None:
+    """A ``$ref`` that does not resolve inside ``schema`` (a remote one, or a local one
+    pointing nowhere), as (path inside it, message); None when every one resolves."""
+    resolver = _NO_RETRIEVAL.with_resource(_ROOT, DRAFT202012.create_resource(schema)).resolver(
+        _ROOT
+    )
+    stack: list[tuple[object, str]] = [(schema, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                try:
+                    resolver.lookup(ref)
+                except Unresolvable:
+                    where = "inside the schema" if ref.startswith("#") else "without a fetch"
+                    return f"{path}.$ref", f"$ref {ref!r} does not resolve {where}"
+            stack.extend((value, f"{path}.{key}") for key, value in node.items())
+        elif isinstance(node, list):
+            stack.extend((value, f"{path}[{i}]") for i, value in enumerate(node))
+    return None
 
 
 def violations(validator: Validator, instance: object) -> list[str]:
     """Every violation of ``validator``'s schema by ``instance``, sorted; ``[]`` when valid."""
     found = []
-    for error in validator.iter_errors(instance):  # type: ignore[arg-type]
+    try:
+        errors = list(validator.iter_errors(instance))  # type: ignore[arg-type]
+    except Unresolvable as exc:  # only a schema ``schema_problem`` did not see: never fetched
+        return [f"$: the schema's $ref {getattr(exc, 'ref', '')!r} does not resolve"]
+    for error in errors:
         message = error.message
         if len(message) > MAX_MESSAGE_CHARS:
             message = message[: MAX_MESSAGE_CHARS - 1] + "…"
@@ -100,7 +141,7 @@ def schema_problem(schema: dict[str, Any]) -> tuple[str, str] | None:
     except SchemaError as exc:
         inner = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path)
         return inner, f"invalid JSON Schema: {exc.message}"
-    return None
+    return _ref_problem(schema)
 
 
 def json_problems(value: object, path: str = "$") -> list[tuple[str, str]]:

@@ -107,3 +107,41 @@ def test_an_output_that_is_not_a_regular_file_is_refused(cli: Invoke, tmp_path: 
     result = cli("registry", "import-mcp", "--stdio", command, "-o", str(tmp_path), "--force")
     assert result.exit_code == 2
     assert "is a directory, not a registry file" in result.stderr
+
+
+LIST_HANGS = """
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+async def list_tools(ctx, params):
+    await anyio.sleep(3600)
+
+async def call_tool(ctx, params):
+    return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
+
+server = Server("list-hangs", on_list_tools=list_tools, on_call_tool=call_tool)
+
+async def main():
+    async with stdio_server() as (r, w):
+        await server.run(r, w, server.create_initialization_options())
+
+anyio.run(main)
+"""
+
+
+def test_a_server_whose_tool_list_never_answers_is_unreachable_not_a_traceback(
+    cli: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handshake answers, tools/list never does: one line, exit 2 (a timeout of the
+    listing is the server being unusable, not a call's timeout that escaped)."""
+    from toolloop_cli.tools import mcp_client
+
+    monkeypatch.setattr(mcp_client, "CONNECT_TIMEOUT_S", 5.0)
+    script = tmp_path / "server.py"
+    script.write_text(LIST_HANGS)
+    command = shlex.join([sys.executable, str(script)])
+    result = cli("registry", "import-mcp", "--stdio", command, "--name", "slow")
+    assert result.exit_code == 2, result.output
+    assert "MCP server 'slow': tools/list cancelled after 5 s" in result.stderr

@@ -97,7 +97,10 @@ class McpConnection:
                 tools[tool.name] = (tool.description or "", dict(tool.input_schema))
             return tools
 
-        return self._submit(listing(), CONNECT_TIMEOUT_S, "tools/list")
+        try:
+            return self._submit(listing(), CONNECT_TIMEOUT_S, "tools/list")
+        except HandlerTimeout as exc:  # no call's timeout: the server cannot be used at all
+            raise McpUnavailable(str(exc)) from exc
 
     def call_tool(
         self, name: str, arguments: dict[str, Any], meta: dict[str, Any], timeout_s: float

@@ -112,6 +112,27 @@ def test_tool_error_becomes_tool_error_with_its_message(context: ToolContext) ->
     )
 
 
+def test_a_tool_errors_text_is_cut_to_the_result_cap(context: ToolContext) -> None:
+    """The text goes to the model as a result would: bounded by the same cap (a 10 MiB
+    message was sent whole), cut on a character boundary, saying how much it was."""
+
+    def handler(arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        raise ToolError("é" * 5000)
+
+    result = execute(make_tool(handler, max_result_bytes=256), ARGS, context)
+    assert result.status == "tool_error" and result.error is not None
+    assert len(result.error.encode()) <= 256
+    assert result.error.startswith("éé")
+    assert result.error.endswith("… [10000 bytes, cut to the 256-byte result cap]")
+
+
+def test_a_tool_error_within_the_cap_is_sent_whole(context: ToolContext) -> None:
+    def handler(arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        raise ToolError("x" * 64)
+
+    assert execute(make_tool(handler, max_result_bytes=64), ARGS, context).error == "x" * 64
+
+
 def test_a_handler_that_gave_up_at_its_timeout_is_timed_out_not_failed(
     context: ToolContext,
 ) -> None:

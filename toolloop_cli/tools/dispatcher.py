@@ -18,6 +18,7 @@ import json
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from toolloop_cli.audit.canonical import CanonicalJSONError, fast_canonical_bytes
@@ -123,6 +124,9 @@ class Running:
 
     def finish(self) -> ToolExecution:
         raw = self._raw()
+        if raw.status is S.TOOL_ERROR:  # its text goes to the model: bounded as a result is
+            limit = _limit(self.tool, self.context.max_result_bytes)
+            return replace(raw, error=_cut(raw.error or "", limit))
         if raw.status is not S.OK or not self.judge:
             return raw
         return _judge(self.tool, raw.value, raw.duration_ms, self.context.max_result_bytes)
@@ -154,6 +158,21 @@ class Running:
             error = "the handler stopped without returning (a BaseException such as SystemExit)"
             return ToolExecution(S.FAILED, error=error, duration_ms=duration_ms)
         return ToolExecution(S.OK, value=outcome.value, duration_ms=duration_ms)
+
+
+def _limit(tool: ToolDef, max_result_bytes: int | None) -> int:
+    """The tighter of the tool's own result cap and the operation's."""
+    return min(tool.max_result_bytes, max_result_bytes or tool.max_result_bytes)
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` within ``limit`` UTF-8 bytes, saying how much was left out."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    note = f"… [{len(data)} bytes, cut to the {limit}-byte result cap]"
+    keep = max(0, limit - len(note.encode("utf-8")))
+    return data[:keep].decode("utf-8", "ignore") + note
 
 
 def _start(
@@ -223,7 +242,7 @@ def _judge(
     except CanonicalJSONError as exc:
         return ToolExecution(S.FAILED, error=f"result is not JSON: {exc}", duration_ms=duration_ms)
     size = len(data)
-    limit = min(tool.max_result_bytes, max_result_bytes or tool.max_result_bytes)
+    limit = _limit(tool, max_result_bytes)
     if size > limit:
         error = f"result is {size} bytes, over the limit of {limit}"
         return ToolExecution(

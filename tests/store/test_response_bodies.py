@@ -45,5 +45,8 @@ def test_a_body_that_is_a_number_is_refused_by_name(paused: tuple[Path, str]) ->
     path, op = paused
     with behind_its_back(path) as conn:
         conn.execute("UPDATE turns SET response_body = 7 WHERE idx = 1")
-    with pytest.raises(TamperedStore, match=r"turn 1 of operation .*turns.response_body holds int"):
+    with pytest.raises(
+        TamperedStore,
+        match=r"turn 1 of operation .*: turns.response_body holds 7, which toolloop never",
+    ):
         open_store(path).response_bodies(op)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import zlib
 from typing import TypeVar
 
-__all__ = ["MAX_RECORD_BYTES", "SQLITE_LOG_COLUMNS", "pack_record", "record_text"]
+__all__ = ["MAX_RECORD_BYTES", "pack_record", "record_text"]
 
 _Value = TypeVar("_Value")
 
@@ -24,13 +24,6 @@ _Value = TypeVar("_Value")
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 #: how every zlib stream starts (its CMF byte: deflate with a 32 KiB window)
 _DEFLATED = b"x"
-#: the audit log's columns as a SQLite check reads them: a record's text as its bytes, so a
-#: record that is not UTF-8 is a finding of the check rather than a read that fails
-SQLITE_LOG_COLUMNS = (
-    "seq, operation_id, kind, call_id,"
-    " CASE typeof(record) WHEN 'text' THEN CAST(record AS BLOB) ELSE record END AS record,"
-    " record_sha256, prev_sha256, chain_sha256"
-)
 
 
 def pack_record(text: str) -> bytes | str:
@@ -41,8 +34,9 @@ def pack_record(text: str) -> bytes | str:
 
 def record_text(value: _Value) -> _Value | str:
     """A stored record as text: inflated when kept deflated, decoded when read as the bytes
-    of a text (``log_columns``); anything that is not UTF-8 text, or does not inflate to it
-    within the limit, is returned unchanged (the check reports it)."""
+    of a text (as ``service.store_parts.log_of`` reads them); anything that is not UTF-8
+    text, or does not inflate to it within the limit, is returned unchanged (the check
+    reports it)."""
     if not isinstance(value, bytes):
         return value
     if not value.startswith(_DEFLATED):  # a record's text starts with "{", never "x"

@@ -19,7 +19,7 @@ from itertools import chain
 from typing import Any
 
 from toolloop_cli.audit.rows import Row, StoreRows
-from toolloop_cli.audit.stored import SQLITE_LOG_COLUMNS, record_text
+from toolloop_cli.audit.stored import record_text
 from toolloop_cli.errors import StoreError
 from toolloop_cli.store import Store
 from toolloop_cli.store.copy import TABLES as AUDITED_TABLES
@@ -28,12 +28,12 @@ __all__ = [
     "PART_CALLS",
     "Part",
     "blob_count",
+    "log_of",
+    "missing_tables",
     "part_log",
     "parts",
     "read_part",
     "read_snapshot",
-    "log_of",
-    "missing_tables",
     "rows_of",
     "unreferenced_blobs",
     "values_of",
@@ -116,8 +116,8 @@ def part_log(
     if not moved and part is not STRAYS:
         # one operation after another, each in seq order, straight from the index (history
         # and expansion follow each row's records, and a row belongs to one operation)
-        sql = "SELECT * FROM audit_log WHERE operation_id = ? ORDER BY seq"
-        return chain.from_iterable(log_of(store, sql, (op,)) for op in part.params)
+        tail = "WHERE operation_id = ? ORDER BY seq"
+        return chain.from_iterable(log_of(store, tail, (op,)) for op in part.params)
     mine = set(part.params)
     theirs = {seq for seq, op in moved.items() if _in_part(op, part, mine, known)}
     if len(moved) > _MOVED_IN_SQL:  # a log rewritten wholesale: filtered here, not in SQL
@@ -129,7 +129,7 @@ def part_log(
     if theirs:
         where = f"({where} OR seq IN ({_marks(theirs)}))"
         params = (*params, *theirs)
-    return log_of(store, f"SELECT * FROM audit_log WHERE {where} ORDER BY seq", params)
+    return log_of(store, f"WHERE {where} ORDER BY seq", params)
 
 
 #: at most this many moved records are named in a query (each is one SQL parameter)
@@ -145,7 +145,7 @@ def _filtered_log(
 ) -> Iterator[Row]:
     """``part_log`` read from the whole log: the part's rows by column, moved ones by the
     operation their record names (``ops``: the part's operations, every part's)."""
-    for row in log_of(store, "SELECT * FROM audit_log ORDER BY seq"):
+    for row in log_of(store, "ORDER BY seq"):
         seq = row.get("seq")
         if seq in theirs or (seq not in moved and _in_part(row.get("operation_id"), part, *ops)):
             yield row
@@ -213,12 +213,20 @@ def missing_tables(store: Store) -> list[str]:
     return [table for table, _ in AUDITED_TABLES if table not in present]
 
 
-def log_of(store: Store, sql: str, params: tuple[Any, ...] = ()) -> Iterator[Row]:
-    """Audit log rows as ``rows_of`` reads them (``sql`` selects ``*``), each record as its
-    text (``audit.stored``: inflated when kept deflated)."""
-    if not store.postgres:
-        sql = sql.replace("SELECT *", f"SELECT {SQLITE_LOG_COLUMNS}", 1)
-    for row in rows_of(store, sql, params):
+#: the audit log's columns as a SQLite check reads them: a record's text as its bytes, so a
+#: record that is not UTF-8 is a finding of the check (``record_text``), not a failed read
+_SQLITE_LOG_COLUMNS = (
+    "seq, operation_id, kind, call_id,"
+    " CASE typeof(record) WHEN 'text' THEN CAST(record AS BLOB) ELSE record END AS record,"
+    " record_sha256, prev_sha256, chain_sha256"
+)
+
+
+def log_of(store: Store, tail: str, params: tuple[Any, ...] = ()) -> Iterator[Row]:
+    """The audit log's rows ``tail`` (its ``WHERE`` and ``ORDER BY``) selects, as ``rows_of``
+    reads them, each record as its text (``audit.stored``: inflated when kept deflated)."""
+    columns = "*" if store.postgres else _SQLITE_LOG_COLUMNS
+    for row in rows_of(store, f"SELECT {columns} FROM audit_log {tail}", params):
         row["record"] = record_text(row.get("record"))
         yield row
 

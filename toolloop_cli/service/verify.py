@@ -156,12 +156,9 @@ def read_rows(store: Store, *, stream_log: bool = False) -> StoreRows:
     return rows
 
 
-_LOG = "SELECT * FROM audit_log ORDER BY seq"
-
-
 def _log_rows(store: Store) -> Iterator[Row]:
     """The audit log's rows in ``seq`` order, as the query steps through them."""
-    return store_parts.log_of(store, _LOG)
+    return store_parts.log_of(store, "ORDER BY seq")
 
 
 @contextmanager

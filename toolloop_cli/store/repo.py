@@ -35,6 +35,7 @@ from .rows import (
     dump,
     op_from_row,
     op_row,
+    response_body_from,
     transition_from_row,
     turn_from_row,
 )
@@ -272,21 +273,10 @@ class Store(ApprovalStore):
         return [turn_from_row(r) for r in self._read("turns", sql, (operation_id,))]
 
     def response_bodies(self, operation_id: str) -> dict[int, bytes]:
-        """The provider's answer bytes of each turn, as received (by turn index). Text is
-        taken as its UTF-8 bytes, as ``verify`` hashes it; anything else was never written."""
+        """The provider's answer bytes of each turn, as received (by turn index)."""
         sql = "SELECT idx, response_body FROM turns WHERE operation_id = ? ORDER BY idx"
-        bodies: dict[int, bytes] = {}
-        for idx, body in self._read("turns", sql, (operation_id,)):
-            if isinstance(body, str):
-                body = body.encode("utf-8")
-            if not isinstance(body, bytes | memoryview):
-                raise TamperedStore(
-                    f"tampered store: turn {idx!r} of operation {operation_id}:"
-                    f" turns.response_body holds {type(body).__name__}, which toolloop never"
-                    " writes; run `toolloop verify` for the full report"
-                )
-            bodies[idx] = bytes(body)
-        return bodies
+        rows = self._read("turns", sql, (operation_id,))
+        return {idx: response_body_from(operation_id, idx, body) for idx, body in rows}
 
     # -- calls ----------------------------------------------------------------------------------
 

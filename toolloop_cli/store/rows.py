@@ -300,6 +300,17 @@ def turn_from_row(r: Sequence[Any]) -> TurnRecord:
         raise tampered_row(TURNS, r, exc) from None
 
 
+def response_body_from(operation_id: str, idx: Any, body: Any) -> bytes:
+    """A turn's answer bytes as stored: text is taken as its UTF-8 bytes, as ``verify``
+    hashes it; anything else was never written."""
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if not isinstance(body, bytes | memoryview):
+        row = (operation_id, idx, body)
+        raise tampered(TURN_BODIES, row, "response_body", "neither bytes nor text")
+    return bytes(body)
+
+
 #: what a read of the state log gives of each transition (``Store.transitions``)
 LOGGED_NAMES = TRANSITION_NAMES[2:]
 #: the columns a transition needs filled; the others may be empty
@@ -384,6 +395,10 @@ TRANSITIONS = Table(
     ("operation_id", *LOGGED_NAMES),
     "a transition of operation {operation_id}",
     {},
+)
+#: a turn's answer as ``Store.response_bodies`` reads it
+TURN_BODIES = Table(
+    "turns", ("operation_id", "idx", "response_body"), "turn {idx} of operation {operation_id}", {}
 )
 TURNS = Table(
     "turns",

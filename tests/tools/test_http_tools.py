@@ -4,9 +4,12 @@ request (the reconcile) carrying the same key and refunding once."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 import time
+import tracemalloc
+import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -34,7 +37,8 @@ class Refunds(ThreadingHTTPServer):
         self.saved: dict[str, dict[str, Any]] = {}
         self.seen: list[dict[str, str]] = []
         #: how the next requests misbehave, consumed one per request: "503_after_commit",
-        #: "hang", "huge", "422"
+        #: "hang", "huge", "422", "gzip" (a compressed answer), "bomb" (a small compressed
+        #: answer that inflates to 100 MB), "br" (an encoding toolloop did not ask for)
         self.script: list[str] = []
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -56,7 +60,12 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(min(size, 65536)) or b"{}")
         key = self.headers.get("Idempotency-Key", "")
         self.server.seen.append(
-            {"key": key, "call": self.headers.get("X-Toolloop-Call-Id", ""), "path": self.path}
+            {
+                "key": key,
+                "call": self.headers.get("X-Toolloop-Call-Id", ""),
+                "path": self.path,
+                "accept-encoding": self.headers.get("Accept-Encoding", ""),
+            }
         )
         mode = self.server.script.pop(0) if self.server.script else ""
         if mode == "hang":
@@ -65,6 +74,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(422, {"error": "amount exceeds what was paid"})
         if mode == "huge":
             return self._send(200, {"pad": "x" * 100_000})
+        if mode in ("bomb", "br"):
+            return self._send_encoded(_BOMB if mode == "bomb" else b"\x0b\x03\x80{}\x03", mode)
         if self.path == "/lookup":
             found = self.server.saved.get(key)
             return self._send(200, found) if found else self._send(404, {"error": "no such key"})
@@ -73,6 +84,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.saved[key] = {**body, "refund_id": refund_id, "status": "submitted"}
         if mode == "503_after_commit":
             return self._send(503, {"error": "gateway timeout after the write"})
+        if mode == "gzip":
+            return self._send_encoded(gzip.compress(json.dumps(self.server.saved[key]).encode()))
         self._send(200, self.server.saved[key])
 
     def _send(self, status: int, value: Any) -> None:
@@ -82,6 +95,26 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _send_encoded(self, data: bytes, encoding: str = "gzip") -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Encoding", "gzip" if encoding == "bomb" else encoding)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _gzip_bomb(size: int) -> bytes:
+    """A gzip body that inflates to a ``size``-byte JSON object (about 1,000:1)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = b"0" * (1 << 20)
+    parts = [packer.compress(b'{"pad": "')]
+    parts += [packer.compress(zeros) for _ in range(size >> 20)]
+    return b"".join([*parts, packer.compress(b'"}'), packer.flush()])
+
+
+_BOMB = _gzip_bomb(100 << 20)
 
 
 @pytest.fixture
@@ -215,6 +248,53 @@ def test_a_response_over_the_cap_is_not_read_and_is_not_a_result(
     op, submitted = _submit(tmp_path, registry)
     assert submitted.state.value == "UNKNOWN_OUTCOME"
     assert "over the tool's max_result_bytes (4096)" in str(submitted.protected_audit)
+
+
+def test_a_compressed_answer_is_decoded_and_gzip_or_deflate_is_all_that_is_asked_for(
+    tmp_path: Path, server: Refunds
+) -> None:
+    server.script = ["gzip"]
+    op, submitted = _submit(tmp_path, _registry(tmp_path, f"http:POST {server.url}"))
+    assert submitted.state.value == "SUCCEEDED"
+    assert submitted.model_result["result"]["refund_id"] == "rf_1"
+    assert server.seen[0]["accept-encoding"] == "gzip, deflate"
+
+
+def _traced_peak(tmp_path: Path, server: Refunds, mode: str) -> tuple[Any, int]:
+    """The call ``mode`` answers, and the most memory Python held while it ran."""
+    server.script = [mode]
+    folder = tmp_path / mode
+    folder.mkdir()
+    registry = _registry(folder, f"http:POST {server.url}", max_result_bytes=65536)
+    tracemalloc.start()
+    try:
+        _, submitted = _submit(folder, registry)
+        return submitted, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_compression_bomb_is_refused_at_the_cap_without_being_inflated(
+    tmp_path: Path, server: Refunds
+) -> None:
+    """100 KB of gzip that inflates to 100 MB, against a 64 KiB cap: the body is inflated a
+    bounded piece at a time and the read stops at the cap, so the call takes no more memory
+    than one with a small gzip answer. Before, each received chunk was inflated whole (about
+    130 MB more) before the cap was checked."""
+    _, small = _traced_peak(tmp_path, server, "gzip")
+    submitted, bomb = _traced_peak(tmp_path, server, "bomb")
+    assert submitted.state.value == "UNKNOWN_OUTCOME"
+    assert "over the tool's max_result_bytes (65536)" in str(submitted.protected_audit)
+    assert bomb < small + (8 << 20), f"peak {bomb:,} bytes against {small:,}"
+
+
+def test_an_encoding_toolloop_did_not_ask_for_is_refused_not_read(
+    tmp_path: Path, server: Refunds
+) -> None:
+    server.script = ["br"]
+    op, submitted = _submit(tmp_path, _registry(tmp_path, f"http:POST {server.url}"))
+    assert submitted.state.value == "UNKNOWN_OUTCOME"
+    assert "content-encoding 'br', which toolloop does not accept" in str(submitted.protected_audit)
 
 
 @pytest.mark.parametrize(

@@ -145,3 +145,114 @@ def test_a_server_whose_tool_list_never_answers_is_unreachable_not_a_traceback(
     result = cli("registry", "import-mcp", "--stdio", command, "--name", "slow")
     assert result.exit_code == 2, result.output
     assert "MCP server 'slow': tools/list cancelled after 5 s" in result.stderr
+
+
+PAGED = """
+import sys
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+MODE = sys.argv[1]
+NAMES = [f"tool_{i}" for i in range(7)]
+if MODE == "twice":
+    NAMES[5] = "tool_1"
+
+async def list_tools(ctx, params):
+    start = int(params.cursor) if params is not None and params.cursor else 0
+    page = NAMES[start : start + 3]
+    tools = [
+        types.Tool(name=n, description=f"{n} does one thing",
+                   input_schema={"type": "object", "properties": {"x": {"type": "string"}}})
+        for n in page
+    ]
+    following = start + 3
+    if MODE == "again":
+        following = 3
+    nxt = str(following) if following < len(NAMES) else None
+    return types.ListToolsResult(tools=tools, next_cursor=nxt)
+
+async def call_tool(ctx, params):
+    return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
+
+server = Server("paged", on_list_tools=list_tools, on_call_tool=call_tool)
+
+async def main():
+    async with stdio_server() as (r, w):
+        await server.run(r, w, server.create_initialization_options())
+
+anyio.run(main)
+"""
+
+
+def _paged_server(tmp_path: Path, mode: str) -> str:
+    script = tmp_path / "paged.py"
+    script.write_text(PAGED)
+    return shlex.join([sys.executable, str(script), mode])
+
+
+def test_every_page_of_a_paged_tool_list_is_imported_in_server_order(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """A server that pages its tools/list (three tools a page, seven tools): the skeleton names
+    all seven, not the first page's three."""
+    out = tmp_path / "paged.yaml"
+    result = cli("registry", "import-mcp", "--stdio", _paged_server(tmp_path, "ok"), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    doc = yaml.safe_load(out.read_text())
+    assert list(doc["tools"]) == [f"tool_{i}" for i in range(7)]
+    assert load_registry(out).tools["tool_6"].description == "tool_6 does one thing"
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("twice", "tools/list announces 'tool_1' twice"),
+        ("again", "tools/list gives cursor '3' again"),
+    ],
+)
+def test_a_tool_list_that_names_a_tool_twice_or_never_ends_is_refused_on_one_line(
+    cli: Invoke, tmp_path: Path, mode: str, reason: str
+) -> None:
+    """Two schemas under one name (which would a call be checked against?) and a cursor given
+    again (a listing that would never end) make the server unusable: exit 2, one line."""
+    result = cli("registry", "import-mcp", "--stdio", _paged_server(tmp_path, mode), "--name", "p")
+    assert result.exit_code == 2, result.output
+    assert f"MCP server 'p': {reason}" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+SILENT = """
+import sys
+import time
+from pathlib import Path
+
+Path(sys.argv[1]).write_text(str(__import__("os").getpid()))
+time.sleep(3600)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\\tZ" not in status.split("State:", 1)[1].split("\\n", 1)[0]
+
+
+def test_a_server_that_never_answers_the_handshake_is_stopped_when_the_command_ends(
+    cli: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handshake is cancelled at its timeout, which stops the server process: before, the
+    command waited 10 s more and then left the server running after it exited."""
+    from toolloop_cli.tools import mcp_client
+
+    monkeypatch.setattr(mcp_client, "CONNECT_TIMEOUT_S", 3.0)
+    script, pid_file = tmp_path / "silent.py", tmp_path / "pid"
+    script.write_text(SILENT)
+    command = shlex.join([sys.executable, str(script), str(pid_file)])
+    result = cli("registry", "import-mcp", "--stdio", command, "--name", "silent")
+    assert result.exit_code == 2, result.output
+    assert "did not answer the handshake within 3 s" in result.stderr
+    assert not _running(int(pid_file.read_text()))

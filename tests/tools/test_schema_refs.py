@@ -96,3 +96,35 @@ def test_a_registry_whose_schema_refers_outside_itself_is_refused(
     assert "tools.probe.parameters.properties.x.$ref" in result.output
     assert "does not resolve without a fetch" in result.output
     assert fetched == []
+
+
+def test_a_ref_key_in_a_value_is_data_not_a_reference() -> None:
+    """``const``, ``enum``, ``default`` and ``examples`` hold values: an object value with a
+    ``"$ref"`` string (a JSON Pointer document, say) is allowed, and validated as a value."""
+    pointer = {"$ref": "http://example.invalid/x"}
+    schema = {
+        "type": "object",
+        "properties": {
+            "target": {"const": pointer, "default": pointer, "examples": [pointer]},
+            "kind": {"enum": [pointer, "#/nowhere"]},
+        },
+    }
+    assert schema_problem(schema) is None
+    validator = compile_validator(schema)
+    assert violations(validator, {"target": pointer, "kind": pointer}) == []
+    assert violations(validator, {"target": {"$ref": "other"}}) == [
+        "$.target: {'$ref': 'http://example.invalid/x'} was expected"
+    ]
+
+
+def test_a_property_named_like_a_data_keyword_is_still_a_schema() -> None:
+    """Under ``properties`` a key is a name: a property called ``const`` or ``enum`` with a
+    remote ``$ref`` is refused as any other."""
+    schema = {
+        "type": "object",
+        "properties": {"const": {"$ref": "http://example.invalid/x"}},
+    }
+    assert schema_problem(schema) == (
+        ".properties.const.$ref",
+        "$ref 'http://example.invalid/x' does not resolve without a fetch",
+    )

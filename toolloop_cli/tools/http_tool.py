@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from toolloop_cli.encodings import ACCEPT_ENCODING, accepted, decoded
+from toolloop_cli.errors import MalformedProviderPayload
 from toolloop_cli.tools.context import HandlerTimeout, ToolContext, ToolError
 from toolloop_cli.tools.mcp_registry import headers_from_env
 
@@ -107,12 +109,20 @@ def _send(
     budget_s: float,
     cap: int,
 ) -> tuple[int, bytes]:
-    """One request, no redirects followed, the body read to at most ``cap`` bytes."""
-    request = client.build_request(method, url, json=arguments, headers=headers, timeout=budget_s)
+    """One request, no redirects followed, the body read to at most ``cap`` bytes.
+
+    The body is decoded here, a bounded piece at a time (``toolloop_cli.encodings``): httpx would
+    inflate each received chunk whole, so a small compressed answer could take hundreds of
+    megabytes before the cap was checked. An encoding toolloop did not ask for is refused.
+    """
+    sent = {**headers, "Accept-Encoding": ACCEPT_ENCODING}
+    request = client.build_request(method, url, json=arguments, headers=sent, timeout=budget_s)
     response = client.send(request, stream=True)
+    source = f"{method} {url}"
     try:
         data = bytearray()
-        for chunk in response.iter_bytes():
+        encoding = accepted(response.headers.get("content-encoding", ""), source)
+        for chunk in decoded(response.iter_raw(), encoding, source):
             data += chunk
             if len(data) > cap:
                 raise ValueError(
@@ -120,6 +130,8 @@ def _send(
                     f"the tool's max_result_bytes ({cap}); it was not read further"
                 )
         return response.status_code, bytes(data)
+    except MalformedProviderPayload as exc:  # an encoding refused, a body that does not decode
+        raise ValueError(str(exc)) from exc
     finally:
         response.close()
 

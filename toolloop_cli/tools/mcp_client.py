@@ -29,6 +29,8 @@ __all__ = ["McpConnection", "McpUnavailable", "ServerConfig", "close_all"]
 T = TypeVar("T")
 #: how long starting a server and its initialize handshake may take
 CONNECT_TIMEOUT_S = 20.0
+#: pages of a ``tools/list`` read before the listing is taken for one that never ends
+MAX_LIST_PAGES = 1000
 #: JSON-RPC error code the SDK gives every request pending when the connection closed
 _CONNECTION_CLOSED = -32000
 _OPEN: list[McpConnection] = []
@@ -60,6 +62,7 @@ class McpConnection:
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
+        self._main_task: asyncio.Task[None] | None = None
         self._client: Any = None
         self._errlog = open(os.devnull, "w")
         self._error: str | None = None
@@ -88,14 +91,38 @@ class McpConnection:
         return {name: schema for name, (_, schema) in self.describe_tools().items()}
 
     def describe_tools(self) -> dict[str, tuple[str, dict[str, Any]]]:
-        """Every announced tool by name: its description and input schema, in server order."""
+        """Every announced tool by name: its description and input schema, in server order.
+
+        A server may page its listing (``nextCursor``): every page is read, within one
+        ``CONNECT_TIMEOUT_S`` for the whole listing. A name announced twice, a cursor given
+        again (a listing that would never end) or more than ``MAX_LIST_PAGES`` pages make the
+        server unusable: which of two schemas a call would be checked against is not known.
+        """
+        name = self.config.name
 
         async def listing() -> dict[str, tuple[str, dict[str, Any]]]:
             tools: dict[str, tuple[str, dict[str, Any]]] = {}
-            result = await self._client.list_tools()
-            for tool in result.tools:
-                tools[tool.name] = (tool.description or "", dict(tool.input_schema))
-            return tools
+            cursor: str | None = None
+            cursors: set[str] = set()
+            for _ in range(MAX_LIST_PAGES):
+                result = await self._client.list_tools(cursor=cursor)
+                for tool in result.tools:
+                    if tool.name in tools:
+                        raise McpUnavailable(
+                            f"MCP server '{name}': tools/list announces '{tool.name}' twice"
+                        )
+                    tools[tool.name] = (tool.description or "", dict(tool.input_schema))
+                cursor = result.next_cursor
+                if cursor is None:
+                    return tools
+                if cursor in cursors:
+                    raise McpUnavailable(
+                        f"MCP server '{name}': tools/list gives cursor {cursor[:80]!r} again"
+                    )
+                cursors.add(cursor)
+            raise McpUnavailable(
+                f"MCP server '{name}': tools/list has more than {MAX_LIST_PAGES} pages"
+            )
 
         try:
             return self._submit(listing(), CONNECT_TIMEOUT_S, "tools/list")
@@ -128,6 +155,8 @@ class McpConnection:
             future.cancel()
             message = f"MCP server '{self.config.name}': {what} cancelled after {timeout_s:g} s"
             raise HandlerTimeout(message) from exc
+        except McpUnavailable:
+            raise
         except Exception as exc:
             if getattr(exc, "code", None) == _CONNECTION_CLOSED and self._error is None:
                 self._error = "the server closed the connection (it exited or crashed)"
@@ -137,16 +166,26 @@ class McpConnection:
             ) from exc
 
     def close(self) -> None:
-        """End the session (the SDK stops a stdio server) and the loop's thread."""
-        stop = self._stop
-        if stop is not None and self._loop.is_running():
-            self._loop.call_soon_threadsafe(stop.set)
+        """End the session (the SDK stops a stdio server) and the loop's thread.
+
+        A handshake still under way is cancelled: waiting for it to end on its own would
+        leave a server that never answers running after this process exits.
+        """
+        stop, task = self._stop, self._main_task
+        if self._loop.is_running():
+            if not self._ready.is_set() and task is not None:
+                self._loop.call_soon_threadsafe(task.cancel)
+            elif stop is not None:
+                self._loop.call_soon_threadsafe(stop.set)
         if self._thread.is_alive():
             self._thread.join(10)
 
     def _run(self) -> None:
         try:
-            self._loop.run_until_complete(self._main())
+            self._main_task = self._loop.create_task(self._main())
+            self._loop.run_until_complete(self._main_task)
+        except asyncio.CancelledError:  # close() during the handshake
+            pass
         finally:
             self._loop.close()
 

@@ -102,21 +102,33 @@ def _ref_problem(schema: dict[str, Any]) -> tuple[str, str] | None:
     resolver = _NO_RETRIEVAL.with_resource(_ROOT, DRAFT202012.create_resource(schema)).resolver(
         _ROOT
     )
-    stack: list[tuple[object, str]] = [(schema, "")]
+    stack: list[tuple[object, str, bool]] = [(schema, "", False)]  # (node, path, names map)
     while stack:
-        node, path = stack.pop()
+        node, path, names = stack.pop()
         if isinstance(node, dict):
-            ref = node.get("$ref")
+            ref = None if names else node.get("$ref")
             if isinstance(ref, str):
                 try:
                     resolver.lookup(ref)
                 except Unresolvable:
                     where = "inside the schema" if ref.startswith("#") else "without a fetch"
                     return f"{path}.$ref", f"$ref {ref!r} does not resolve {where}"
-            stack.extend((value, f"{path}.{key}") for key, value in node.items())
+            stack.extend(
+                (value, f"{path}.{key}", not names and key in _NAMED_SUBSCHEMAS)
+                for key, value in node.items()
+                if names or key not in _DATA_KEYWORDS
+            )
         elif isinstance(node, list):
-            stack.extend((value, f"{path}[{i}]") for i, value in enumerate(node))
+            stack.extend((value, f"{path}[{i}]", False) for i, value in enumerate(node))
     return None
+
+
+#: keywords whose value is data, never a schema: a ``"$ref"`` key in it is a value
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+#: keywords whose value maps names to schemas: a key there (even ``const``) is a name
+_NAMED_SUBSCHEMAS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
 
 
 def violations(validator: Validator, instance: object) -> list[str]:

@@ -3,6 +3,7 @@ back, every tool write + always-approved, with the schema hashes pinned."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import sys
@@ -13,8 +14,10 @@ import pytest
 import yaml
 from support.cli import Invoke
 from support.mcp_servers import SERVER, announced, http_server, stdio_entry
+from support.scripted import answer, call, final, run_script
 
 from toolloop_cli.audit.canonical import sha256_of
+from toolloop_cli.store import open_store
 from toolloop_cli.tools.mcp_client import close_all
 from toolloop_cli.tools.registry import load_registry
 
@@ -256,3 +259,63 @@ def test_a_server_that_never_answers_the_handshake_is_stopped_when_the_command_e
     assert result.exit_code == 2, result.output
     assert "did not answer the handshake within 3 s" in result.stderr
     assert not _running(int(pid_file.read_text()))
+
+
+ODD_NAMES = """
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+NAMES = ["get.order", "Get Order", "a/b", "get_order", "x" * 200, "tab\\there"]
+
+async def list_tools(ctx, params):
+    schema = {"type": "object", "properties": {}, "additionalProperties": False}
+    return types.ListToolsResult(
+        tools=[types.Tool(name=n, description=f"{n}.", input_schema=schema) for n in NAMES]
+    )
+
+async def call_tool(ctx, params):
+    return types.CallToolResult(content=[types.TextContent(type="text", text=f"ran {params.name}")])
+
+server = Server("odd", on_list_tools=list_tools, on_call_tool=call_tool)
+
+async def main():
+    async with stdio_server() as (r, w):
+        await server.run(r, w, server.create_initialization_options())
+
+anyio.run(main)
+"""
+
+
+def test_tools_with_names_outside_mcps_advice_are_imported_callable_and_none_replaces_another(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """MCP advises ``[A-Za-z0-9_.-]`` for tool names; servers also use spaces and slashes.
+    Each becomes a registry key of its own (``get.order`` and ``get_order`` both), the
+    skeleton loads, and a call reaches the tool by its announced name. A name no handler can
+    name (over 128 characters, a control character) is left out and said so."""
+    script = tmp_path / "odd.py"
+    script.write_text(ODD_NAMES)
+    out = tmp_path / "odd.yaml"
+    command = shlex.join([sys.executable, str(script)])
+    result = cli("registry", "import-mcp", "--stdio", command, "--name", "odd", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert "left out 2 tool(s) no handler can name" in result.stderr
+    doc = yaml.safe_load(out.read_text())
+    handlers = {key: tool["handler"] for key, tool in doc["tools"].items()}
+    assert handlers == {
+        "get_order": "mcp:odd/get.order",
+        "Get_Order": "mcp:odd/Get Order",
+        "a_b": "mcp:odd/a/b",
+        "get_order_2": "mcp:odd/get_order",
+    }
+    doc["tools"]["Get_Order"].update(risk="read", approval="never")
+    out.write_text(yaml.safe_dump(doc, sort_keys=False))
+    store = open_store(tmp_path / "store.db")
+    script_turns = [answer("resp_1", call("Get_Order", {}, "call_1")), final("done")]
+    done, _ = run_script(store, script_turns, registry=out)
+    assert done.operation.state.value == "COMPLETED"
+    (ran,) = store.calls(done.operation.operation_id)
+    assert ran.model_result is not None
+    assert "ran Get Order" in json.dumps(ran.model_result)

@@ -122,17 +122,21 @@ def import_mcp(
             there = existing_regular_file("-o", output, output.resolve(), "registry")
             if there and not force:
                 raise UsageError(f"-o {output} exists; refusing to replace it (--force does)")
-        doc = mcp_import.skeleton(name, entry, approver or ["owner"])
+        doc, left_out = mcp_import.skeleton(name, entry, approver or ["owner"])
         text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
         if output is not None:
             replace_whole(output, text, "registry")
             render.err.print(safe(f"wrote {output}: {len(doc['tools'])} tool(s) from {name}"))
+        if left_out and not as_json:
+            names = ", ".join(repr(t[:80]) for t in left_out)
+            render.err.print(safe(f"left out {len(left_out)} tool(s) no handler can name: {names}"))
         if as_json:
             render.emit_json(
                 {
                     "output": None if output is None else str(output),
                     "server": name,
                     "tools": list(doc["tools"]),
+                    "left_out": left_out,
                     "registry": doc,
                 }
             )

@@ -15,6 +15,7 @@ from typing import Any
 from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.errors import UsageError
 from toolloop_cli.tools.mcp_client import McpConnection, McpUnavailable, ServerConfig
+from toolloop_cli.tools.mcp_registry import TOOL_NAME_RULE, callable_name
 
 __all__ = ["server_entry", "skeleton"]
 
@@ -39,8 +40,15 @@ def server_entry(stdio: str | None, url: str | None) -> dict[str, Any]:
     return {"command": words[0], "args": words[1:]}
 
 
-def skeleton(name: str, entry: dict[str, Any], approvers: list[str]) -> dict[str, Any]:
-    """Connect to the server, list its tools and write each as a pinned, approval-gated tool."""
+def skeleton(
+    name: str, entry: dict[str, Any], approvers: list[str]
+) -> tuple[dict[str, Any], list[str]]:
+    """Connect to the server, list its tools and write each as a pinned, approval-gated tool.
+
+    Returns the registry document and the tools left out: those whose names a handler cannot
+    name (``mcp_registry.callable_name``). Each tool's key is its name made safe for a
+    registry; names that come out the same get ``_2``, ``_3``… so no tool replaces another.
+    """
     if not re.match(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$", name):
         raise UsageError(f"--name {name!r} must be letters, digits, _ or - (at most 64)")
     config = ServerConfig(
@@ -62,10 +70,11 @@ def skeleton(name: str, entry: dict[str, Any], approvers: list[str]) -> dict[str
     if not tools:
         raise UsageError(f"MCP server {name!r} announces no tools")
     entries: dict[str, Any] = {}
+    left_out = [tool for tool in tools if not callable_name(tool)]
     for tool, (description, schema) in tools.items():
-        key = _UNSAFE.sub("_", tool)[:64]
-        if not re.match(r"^[A-Za-z_]", key):
-            key = f"t_{key}"[:64]
+        if tool in left_out:
+            continue
+        key = _key(tool, entries)
         digest = sha256_of(schema)
         entries[key] = {
             "schema_version": f"{key}-{digest[7:15]}",
@@ -77,10 +86,27 @@ def skeleton(name: str, entry: dict[str, Any], approvers: list[str]) -> dict[str
             "input_schema_sha256": digest,
             "parameters": schema,
         }
-    return {
+    if not entries:
+        raise UsageError(
+            f"MCP server {name!r} announces no tool toolloop can call ({TOOL_NAME_RULE})"
+        )
+    doc = {
         "registry": name,
         "revision": "imported.1",
         "policy": {"revision": "pol-1", "approvers": approvers},
         "mcp_servers": {name: entry},
         "tools": entries,
     }
+    return doc, left_out
+
+
+def _key(tool: str, taken: dict[str, Any]) -> str:
+    """A registry key for ``tool``: letters, digits, _ and -, at most 64, not yet taken."""
+    key = _UNSAFE.sub("_", tool)[:64]
+    if not re.match(r"^[A-Za-z_]", key):
+        key = f"t_{key}"[:64]
+    base, n = key, 1
+    while key in taken:
+        n += 1
+        key = f"{base[: 64 - len(str(n)) - 1]}_{n}"
+    return key

@@ -22,18 +22,32 @@ __all__ = [
     "McpTools",
     "check_servers",
     "headers_from_env",
+    "callable_name",
     "is_mcp",
     "mcp_result",
     "request_meta",
 ]
 
 Problem = tuple[str, str]
-_SPEC = re.compile(r"^mcp:([A-Za-z_][A-Za-z0-9_-]{0,63})/([A-Za-z0-9_.-]{1,128})$")
+#: ``mcp:SERVER/TOOL``: the server's name as in ``mcp_servers``, then the tool's name as the
+#: server announces it (MCP asks for ``[A-Za-z0-9_.-]``, some servers use spaces, slashes
+#: or other letters): 1 to 128 characters, no control characters, no space at either end
+_SPEC = re.compile(
+    r"^mcp:([A-Za-z_][A-Za-z0-9_-]{0,63})/(?=\S)([^\x00-\x1f\x7f-\x9f]{1,128})(?<=\S)$"
+)
 _SERVER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 _HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _STDIO_KEYS = frozenset({"command", "args", "env", "cwd"})
 _HTTP_KEYS = frozenset({"url", "headers_from_env"})
+TOOL_NAME_RULE = "a tool's name is 1 to 128 characters, with no control characters"
+
+
+def callable_name(tool: str) -> bool:
+    """True when ``mcp:SERVER/<tool>`` names a tool a registry can use."""
+    return _SPEC.match(f"mcp:s/{tool}") is not None
+
+
 #: an error text from a server, as told to the model, is cut to this many characters
 MAX_ERROR_CHARS = 2000
 META_PREFIX = "toolloop/"
@@ -138,7 +152,7 @@ class McpTools:
         """
         match = _SPEC.match(spec)
         if match is None:
-            problems.append((where, "must be 'mcp:SERVER/TOOL'"))
+            problems.append((where, f"must be 'mcp:SERVER/TOOL' ({TOOL_NAME_RULE})"))
             return None
         server, tool = match.groups()
         pinned = body.get("input_schema_sha256")

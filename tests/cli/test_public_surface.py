@@ -186,6 +186,25 @@ FORBIDDEN = {
         "toolloop_cli.wiring",
         "toolloop_cli.telemetry",
     ),
+    # bodies on the wire (content encodings): a leaf the live transport and HTTP tools share
+    "wire": (
+        "typer",
+        "rich",
+        "httpx",
+        "sqlite3",
+        "toolloop_cli.audit",
+        "toolloop_cli.engine",
+        "toolloop_cli.store",
+        "toolloop_cli.adapters",
+        "toolloop_cli.tools",
+        "toolloop_cli.transcripts",
+        "toolloop_cli.cli",
+        "toolloop_cli.wiring",
+        "toolloop_cli.service",
+        "toolloop_cli.replay",
+        "toolloop_cli.report",
+        "toolloop_cli.telemetry",
+    ),
     # the composition root builds what operations run with; the layers above it use it
     "wiring": (
         "typer",

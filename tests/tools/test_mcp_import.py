@@ -267,12 +267,17 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-NAMES = ["get.order", "Get Order", "a/b", "get_order", "x" * 200, "tab\\there"]
+NAMES = ["get.order", "Get Order", "a/b", "get_order", "x" * 200, "tab\\there", "bad_schema"]
 
 async def list_tools(ctx, params):
     schema = {"type": "object", "properties": {}, "additionalProperties": False}
+    bad = {"type": "object", "properties": {"n": {"type": "integer", "minimum": "zero"}}}
     return types.ListToolsResult(
-        tools=[types.Tool(name=n, description=f"{n}.", input_schema=schema) for n in NAMES]
+        tools=[
+            types.Tool(name=n, description=f"{n}.",
+                       input_schema=bad if n == "bad_schema" else schema)
+            for n in NAMES
+        ]
     )
 
 async def call_tool(ctx, params):
@@ -294,14 +299,19 @@ def test_tools_with_names_outside_mcps_advice_are_imported_callable_and_none_rep
     """MCP advises ``[A-Za-z0-9_.-]`` for tool names; servers also use spaces and slashes.
     Each becomes a registry key of its own (``get.order`` and ``get_order`` both), the
     skeleton loads, and a call reaches the tool by its announced name. A name no handler can
-    name (over 128 characters, a control character) is left out and said so."""
+    name (over 128 characters, a control character), or whose schema a registry refuses, is
+    left out with the reason, so the skeleton loads as written."""
     script = tmp_path / "odd.py"
     script.write_text(ODD_NAMES)
     out = tmp_path / "odd.yaml"
     command = shlex.join([sys.executable, str(script)])
     result = cli("registry", "import-mcp", "--stdio", command, "--name", "odd", "-o", str(out))
     assert result.exit_code == 0, result.output
-    assert "left out 2 tool(s) no handler can name" in result.stderr
+    assert result.stderr.count("left out ") == 3
+    assert "left out 'tab\\there': no handler can name it" in result.stderr
+    assert "left out 'bad_schema': its inputSchema is refused at .properties.n.minimum:" in (
+        result.stderr
+    )
     doc = yaml.safe_load(out.read_text())
     handlers = {key: tool["handler"] for key, tool in doc["tools"].items()}
     assert handlers == {
@@ -310,6 +320,10 @@ def test_tools_with_names_outside_mcps_advice_are_imported_callable_and_none_rep
         "a_b": "mcp:odd/a/b",
         "get_order_2": "mcp:odd/get_order",
     }
+    assert load_registry(out, import_handlers=False).name == "odd"
+    as_json = cli("registry", "import-mcp", "--stdio", command, "--name", "odd", "--json")
+    left_out = json.loads(as_json.stdout)["left_out"]
+    assert [t["tool"] for t in left_out] == ["x" * 200, "tab\there", "bad_schema"]
     doc["tools"]["Get_Order"].update(risk="read", approval="never")
     out.write_text(yaml.safe_dump(doc, sort_keys=False))
     store = open_store(tmp_path / "store.db")

@@ -5,7 +5,7 @@
 - ``Secrets`` redacts the key and its header value from error texts and, as the answer
   arrives, from the answer's bytes (a key split across two chunks included), so the key never
   reaches the adapter, the store or a recording, whatever a provider or proxy echoes.
-- ``decoded`` undoes a ``content-encoding`` a bounded piece at a time (``toolloop_cli.encodings``).
+- ``decoded`` undoes a ``content-encoding`` a bounded piece at a time (``wire.encodings``).
 - ``plaintext_host`` names the host of an ``http://`` URL that is not loopback.
 """
 
@@ -15,7 +15,7 @@ import ipaddress
 from collections.abc import Iterable, Iterator
 from urllib.parse import urlsplit
 
-from toolloop_cli.encodings import ACCEPT_ENCODING, PIECE_BYTES, accepted, decoded
+from toolloop_cli.wire.encodings import ACCEPT_ENCODING, PIECE_BYTES, accepted, decoded
 
 __all__ = [
     "ACCEPT_ENCODING",

@@ -127,9 +127,9 @@ def import_mcp(
         if output is not None:
             replace_whole(output, text, "registry")
             render.err.print(safe(f"wrote {output}: {len(doc['tools'])} tool(s) from {name}"))
-        if left_out and not as_json:
-            names = ", ".join(repr(t[:80]) for t in left_out)
-            render.err.print(safe(f"left out {len(left_out)} tool(s) no handler can name: {names}"))
+        if not as_json:
+            for tool in left_out:
+                render.err.print(safe(f"left out {tool['tool'][:80]!r}: {tool['reason']}"))
         if as_json:
             render.emit_json(
                 {

@@ -20,10 +20,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from toolloop_cli.encodings import ACCEPT_ENCODING, accepted, decoded
 from toolloop_cli.errors import MalformedProviderPayload
 from toolloop_cli.tools.context import HandlerTimeout, ToolContext, ToolError
 from toolloop_cli.tools.mcp_registry import headers_from_env
+from toolloop_cli.wire.encodings import ACCEPT_ENCODING, accepted, decoded
 
 __all__ = ["is_http", "resolve"]
 
@@ -111,7 +111,7 @@ def _send(
 ) -> tuple[int, bytes]:
     """One request, no redirects followed, the body read to at most ``cap`` bytes.
 
-    The body is decoded here, a bounded piece at a time (``toolloop_cli.encodings``): httpx would
+    The body is decoded here, a bounded piece at a time (``wire.encodings``): httpx would
     inflate each received chunk whole, so a small compressed answer could take hundreds of
     megabytes before the cap was checked. An encoding toolloop did not ask for is refused.
     """

@@ -16,6 +16,7 @@ from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.errors import UsageError
 from toolloop_cli.tools.mcp_client import McpConnection, McpUnavailable, ServerConfig
 from toolloop_cli.tools.mcp_registry import TOOL_NAME_RULE, callable_name
+from toolloop_cli.tools.validation import schema_problem
 
 __all__ = ["server_entry", "skeleton"]
 
@@ -42,12 +43,13 @@ def server_entry(stdio: str | None, url: str | None) -> dict[str, Any]:
 
 def skeleton(
     name: str, entry: dict[str, Any], approvers: list[str]
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
     """Connect to the server, list its tools and write each as a pinned, approval-gated tool.
 
-    Returns the registry document and the tools left out: those whose names a handler cannot
-    name (``mcp_registry.callable_name``). Each tool's key is its name made safe for a
-    registry; names that come out the same get ``_2``, ``_3``… so no tool replaces another.
+    Returns the registry document and the tools left out, each with why: a name a handler
+    cannot name (``mcp_registry.callable_name``), an input schema a registry does not accept
+    (so the skeleton always loads). Each tool's key is its name made safe for a registry;
+    names that come out the same get ``_2``, ``_3``… so no tool replaces another.
     """
     if not re.match(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$", name):
         raise UsageError(f"--name {name!r} must be letters, digits, _ or - (at most 64)")
@@ -70,9 +72,11 @@ def skeleton(
     if not tools:
         raise UsageError(f"MCP server {name!r} announces no tools")
     entries: dict[str, Any] = {}
-    left_out = [tool for tool in tools if not callable_name(tool)]
+    left_out: list[dict[str, str]] = []
     for tool, (description, schema) in tools.items():
-        if tool in left_out:
+        reason = _unusable(tool, schema)
+        if reason is not None:
+            left_out.append({"tool": tool, "reason": reason})
             continue
         key = _key(tool, entries)
         digest = sha256_of(schema)
@@ -98,6 +102,18 @@ def skeleton(
         "tools": entries,
     }
     return doc, left_out
+
+
+def _unusable(tool: str, schema: dict[str, Any]) -> str | None:
+    """Why ``tool`` cannot be a tool of the skeleton, or None when it can."""
+    if not callable_name(tool):
+        return f"no handler can name it ({TOOL_NAME_RULE})"
+    if schema.get("type") != "object":
+        return "its inputSchema's type is not 'object'"
+    problem = schema_problem(schema)
+    if problem is not None:
+        return f"its inputSchema is refused at {problem[0] or '.'}: {problem[1]}"
+    return None
 
 
 def _key(tool: str, taken: dict[str, Any]) -> str:

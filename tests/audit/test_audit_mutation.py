@@ -180,10 +180,11 @@ def test_mutations_written_to_a_store_file_exit_20_through_the_cli(
         row = rows.table(table)[index]
         op, call = expected_names(rows, table, row)
         conn = sqlite3.connect(path)
-        key = _rowid(conn, table, row)
+        where, key = _key_of(table, row)
         value = row[column]  # integers jump far, clear of unique keys held by other rows
         value = value + 1_000_000 if type(value) is int else changed(value)
-        conn.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (value, key))
+        changed_rows = conn.execute(f"UPDATE {table} SET {column} = ? WHERE {where}", (value, *key))
+        assert changed_rows.rowcount == 1, (table, column)
         conn.commit()
         conn.close()
         result = runner.invoke(app, ["verify", "--json", "--store", str(path)])
@@ -205,9 +206,7 @@ KEYS = {
 }
 
 
-def _rowid(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
+def _key_of(table: str, row: dict[str, Any]) -> tuple[str, list[Any]]:
+    """The WHERE clause naming ``row`` by its key as read, and the key's values."""
     key = KEYS[table]
-    where = " AND ".join(f"{c} = ?" for c in key)
-    found = conn.execute(f"SELECT rowid FROM {table} WHERE {where}", [row[c] for c in key])
-    (rowid,) = found.fetchall()
-    return int(rowid[0])
+    return " AND ".join(f"{c} = ?" for c in key), [row[c] for c in key]

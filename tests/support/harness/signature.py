@@ -41,6 +41,8 @@ PG_ORDER = {
     "blobs": "sha256",
 }
 PG_SKIP = {"transitions": {"id"}}
+#: SQLite tables kept in their key's order (``WITHOUT ROWID``): they have no insertion order
+KEYED = frozenset({"conversation", "blobs"})
 _IDS = re.compile(r"\b(op|apr|idk)_[0-9a-f]{16,}\b")
 _DURATION = re.compile(r'("duration_ms": ?)[0-9.eE+-]+')
 
@@ -51,7 +53,7 @@ def dump(path: str | Path) -> str:
     with behind_its_back(path, read_only=True) as conn:
         parts = []
         for table in TABLES:
-            order = PG_ORDER[table] if pg else "rowid"
+            order = PG_ORDER[table] if pg or table in KEYED else "rowid"
             skip = SKIP_COLUMNS.get(table, set()) | (PG_SKIP.get(table, set()) if pg else set())
             cur = conn.execute(f"SELECT * FROM {table} ORDER BY {order}")
             names = [d[0] for d in cur.description]

@@ -250,11 +250,16 @@ def test_a_response_over_the_cap_is_not_read_and_is_not_a_result(
     assert "over the tool's max_result_bytes (4096)" in str(submitted.protected_audit)
 
 
+def _answered(tmp_path: Path, server: Refunds, mode: str) -> Any:
+    """The submitted call, when the endpoint answers as ``mode`` says."""
+    server.script = [mode]
+    return _submit(tmp_path, _registry(tmp_path, f"http:POST {server.url}"))[1]
+
+
 def test_a_compressed_answer_is_decoded_and_gzip_or_deflate_is_all_that_is_asked_for(
     tmp_path: Path, server: Refunds
 ) -> None:
-    server.script = ["gzip"]
-    op, submitted = _submit(tmp_path, _registry(tmp_path, f"http:POST {server.url}"))
+    submitted = _answered(tmp_path, server, "gzip")
     assert submitted.state.value == "SUCCEEDED"
     assert submitted.model_result["result"]["refund_id"] == "rf_1"
     assert server.seen[0]["accept-encoding"] == "gzip, deflate"
@@ -291,8 +296,7 @@ def test_a_compression_bomb_is_refused_at_the_cap_without_being_inflated(
 def test_an_encoding_toolloop_did_not_ask_for_is_refused_not_read(
     tmp_path: Path, server: Refunds
 ) -> None:
-    server.script = ["br"]
-    op, submitted = _submit(tmp_path, _registry(tmp_path, f"http:POST {server.url}"))
+    submitted = _answered(tmp_path, server, "br")
     assert submitted.state.value == "UNKNOWN_OUTCOME"
     assert "content-encoding 'br', which toolloop does not accept" in str(submitted.protected_audit)
 

@@ -112,19 +112,16 @@ def test_an_output_that_is_not_a_regular_file_is_refused(cli: Invoke, tmp_path: 
     assert "is a directory, not a registry file" in result.stderr
 
 
-LIST_HANGS = """
+def _stdio_server(name: str, handlers: str) -> str:
+    """The source of a low-level MCP server over stdio: ``handlers`` defines ``list_tools`` and
+    ``call_tool`` (with ``anyio`` and ``mcp_types as types`` imported)."""
+    return f"""
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
-
-async def list_tools(ctx, params):
-    await anyio.sleep(3600)
-
-async def call_tool(ctx, params):
-    return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
-
-server = Server("list-hangs", on_list_tools=list_tools, on_call_tool=call_tool)
+{handlers}
+server = Server({name!r}, on_list_tools=list_tools, on_call_tool=call_tool)
 
 async def main():
     async with stdio_server() as (r, w):
@@ -132,6 +129,19 @@ async def main():
 
 anyio.run(main)
 """
+
+
+LIST_HANGS = _stdio_server(
+    "list-hangs",
+    """
+
+async def list_tools(ctx, params):
+    await anyio.sleep(3600)
+
+async def call_tool(ctx, params):
+    return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
+""",
+)
 
 
 def test_a_server_whose_tool_list_never_answers_is_unreachable_not_a_traceback(
@@ -150,12 +160,10 @@ def test_a_server_whose_tool_list_never_answers_is_unreachable_not_a_traceback(
     assert "MCP server 'slow': tools/list cancelled after 5 s" in result.stderr
 
 
-PAGED = """
+PAGED = _stdio_server(
+    "paged",
+    """
 import sys
-import anyio
-import mcp_types as types
-from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
 
 MODE = sys.argv[1]
 NAMES = [f"tool_{i}" for i in range(7)]
@@ -178,15 +186,8 @@ async def list_tools(ctx, params):
 
 async def call_tool(ctx, params):
     return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
-
-server = Server("paged", on_list_tools=list_tools, on_call_tool=call_tool)
-
-async def main():
-    async with stdio_server() as (r, w):
-        await server.run(r, w, server.create_initialization_options())
-
-anyio.run(main)
-"""
+""",
+)
 
 
 def _paged_server(tmp_path: Path, mode: str) -> str:
@@ -261,11 +262,9 @@ def test_a_server_that_never_answers_the_handshake_is_stopped_when_the_command_e
     assert not _running(int(pid_file.read_text()))
 
 
-ODD_NAMES = """
-import anyio
-import mcp_types as types
-from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
+ODD_NAMES = _stdio_server(
+    "odd",
+    """
 
 NAMES = ["get.order", "Get Order", "a/b", "get_order", "x" * 200, "tab\\there", "bad_schema"]
 
@@ -282,15 +281,8 @@ async def list_tools(ctx, params):
 
 async def call_tool(ctx, params):
     return types.CallToolResult(content=[types.TextContent(type="text", text=f"ran {params.name}")])
-
-server = Server("odd", on_list_tools=list_tools, on_call_tool=call_tool)
-
-async def main():
-    async with stdio_server() as (r, w):
-        await server.run(r, w, server.create_initialization_options())
-
-anyio.run(main)
-"""
+""",
+)
 
 
 def test_tools_with_names_outside_mcps_advice_are_imported_callable_and_none_replaces_another(

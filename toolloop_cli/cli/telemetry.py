@@ -51,9 +51,6 @@ OtelContentOpt = Annotated[
     ),
 ]
 
-#: "no limit" for ``Store.list_operations`` (SQLite's LIMIT -1)
-_ALL = -1
-
 
 class Live:
     """Tracing for one command: the segments closed before it ran, per operation."""
@@ -143,7 +140,7 @@ def export_otel(
         if operation_ids:
             ids = [store.get_operation(op, tenant).operation_id for op in operation_ids]
         else:
-            ids = [op.operation_id for op in reversed(store.list_operations(tenant, _ALL))]
+            ids = [op.operation_id for op in reversed(store.list_operations(tenant, None))]
         reports = tracing.export(store, [(op, 0) for op in ids], target)
         total = sum(r.spans for r in reports)
         if as_json:

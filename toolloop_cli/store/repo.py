@@ -96,15 +96,20 @@ class Store(ApprovalStore):
         self._audit.read("operation", dict(zip(OP_NAMES, row, strict=True)))
         return row
 
-    def list_operations(self, tenant: str | None = None, limit: int = 50) -> list[OperationRecord]:
+    def list_operations(
+        self, tenant: str | None = None, limit: int | None = 50
+    ) -> list[OperationRecord]:
+        """The newest operations first, at most ``limit`` of them (None: every one)."""
         self._write_held(_OPS)
         sql = f"SELECT {OP_COLUMNS} FROM operations"
         args: list[Any] = []
         if tenant is not None:
             sql += " WHERE tenant = ?"
             args.append(tenant)
-        sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
-        args.append(limit)
+        sql += " ORDER BY created_at DESC, rowid DESC"
+        if limit is not None:  # PostgreSQL has no LIMIT -1 for "no limit"
+            sql += " LIMIT ?"
+            args.append(limit)
         return [op_from_row(r) for r in self._read("operations", sql, args)]
 
     def operations_in_state(

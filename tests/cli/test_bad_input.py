@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from support.cli import Invoke
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
+from typer.testing import CliRunner
 
+from toolloop_cli.cli import app
 from toolloop_cli.store import open_store
 
 BROKEN_REGISTRIES = {
@@ -249,3 +251,21 @@ def test_a_store_path_that_is_a_fifo_is_refused_not_waited_on(
     )
     assert done.returncode == 2, done.stderr
     assert "it is not a regular file" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:s3cretpw@[::1/db",  # a bracket left open
+        "postgresql://u:s3cretpw@h:99999/x",  # a port out of range
+        "postgresql://u:s3cretpw@h:abc/x",  # a port that is no number
+    ],
+)
+def test_a_store_url_that_does_not_parse_is_one_line_and_shows_no_password(url: str) -> None:
+    """Was a ValueError traceback (exit 1) from the URL's redaction, and libpq's message quoted
+    the whole URL, password and all."""
+    result = CliRunner().invoke(app, ["runs", "--store", url], catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    assert "cannot open store postgresql://(a URL that does not parse)" in result.stderr
+    assert "s3cretpw" not in result.output + result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

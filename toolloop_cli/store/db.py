@@ -208,8 +208,8 @@ def _open_postgres(url: str, *, read_only: bool, durability: Durability) -> Stor
     shown = redacted(url)
     try:
         conn = connect_postgres(url)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot open store {shown}: {exc}") from exc
+    except sqlite3.Error as exc:  # libpq may quote the URL it could not parse, password and all
+        raise StoreError(f"cannot open store {shown}: {str(exc).replace(url, shown)}") from exc
     try:
         if read_only:
             conn.execute("SET default_transaction_read_only = on")

@@ -40,13 +40,19 @@ def is_postgres_url(location: str) -> bool:
 
 
 def redacted(url: str) -> str:
-    """The URL as shown in messages: a password in it is replaced by ``***``."""
-    parts = urlsplit(url)
-    if not parts.password:
+    """The URL as shown in messages: a password in it is replaced by ``***``; a URL that does
+    not parse (a bracket left open, a port out of range) is not shown at all, since where its
+    password is cannot be told."""
+    try:
+        parts = urlsplit(url)
+        password, port_number = parts.password, parts.port
+    except ValueError:
+        return "postgresql://(a URL that does not parse)"
+    if not password:
         return url
     user = parts.username or ""
     host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
+    port = f":{port_number}" if port_number else ""
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
 
 

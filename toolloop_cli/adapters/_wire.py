@@ -1,11 +1,10 @@
-"""What the live transport does to bytes on the wire: keys checked and redacted, bodies decoded.
+"""What the live transport does to keys on the wire: checked before sending, redacted after.
 
 - ``key_problem`` says why a key cannot be sent as a header value (control characters,
   whitespace, non-ASCII), naming the character class but never the key.
 - ``Secrets`` redacts the key and its header value from error texts and, as the answer
   arrives, from the answer's bytes (a key split across two chunks included), so the key never
   reaches the adapter, the store or a recording, whatever a provider or proxy echoes.
-- ``decoded`` undoes a ``content-encoding`` a bounded piece at a time (``wire.encodings``).
 - ``plaintext_host`` names the host of an ``http://`` URL that is not loopback.
 """
 
@@ -15,19 +14,7 @@ import ipaddress
 from collections.abc import Iterable, Iterator
 from urllib.parse import urlsplit
 
-from toolloop_cli.wire.encodings import ACCEPT_ENCODING, PIECE_BYTES, accepted, decoded
-
-__all__ = [
-    "ACCEPT_ENCODING",
-    "MIN_REDACTED_BYTES",
-    "PIECE_BYTES",
-    "REDACTED",
-    "Secrets",
-    "accepted",
-    "decoded",
-    "key_problem",
-    "plaintext_host",
-]
+__all__ = ["MIN_REDACTED_BYTES", "REDACTED", "Secrets", "key_problem", "plaintext_host"]
 
 REDACTED = "[REDACTED]"
 #: Shorter secrets are not redacted: they would match ordinary text (no provider issues them).

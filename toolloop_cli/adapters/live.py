@@ -1,6 +1,6 @@
 """The live transport: one HTTPS request per model turn over httpx, credentials added here.
 
-Every answer is streamed from the socket and handed on as chunks, decoded here (``_wire``):
+Every answer is streamed from the socket and handed on as chunks, decoded here (``wire.encodings``):
 the adapter reads them under its byte cap and stops, so neither a huge body nor a compression
 bomb is ever held whole. Each request gets a total time, the per-request limit or the
 operation's time left (``HttpRequest.time_left_s``), whichever is shorter; it is checked as
@@ -23,8 +23,9 @@ import httpx
 from toolloop_cli.audit.canonical import canonical_bytes
 from toolloop_cli.engine.types import MAX_BODY_BYTES, HttpRequest, HttpResponse
 from toolloop_cli.errors import AdapterError, DeadlineExceeded, MalformedProviderPayload, UsageError
+from toolloop_cli.wire.encodings import ACCEPT_ENCODING, accepted, decoded
 
-from ._wire import ACCEPT_ENCODING, Secrets, accepted, decoded, key_problem, plaintext_host
+from ._wire import Secrets, key_problem, plaintext_host
 from .providers import AUTH_HEADERS
 
 __all__ = [

@@ -127,9 +127,6 @@ def import_mcp(
         if output is not None:
             replace_whole(output, text, "registry")
             render.err.print(safe(f"wrote {output}: {len(doc['tools'])} tool(s) from {name}"))
-        if not as_json:
-            for tool in left_out:
-                render.err.print(safe(f"left out {tool['tool'][:80]!r}: {tool['reason']}"))
         if as_json:
             render.emit_json(
                 {
@@ -140,7 +137,10 @@ def import_mcp(
                     "registry": doc,
                 }
             )
-        elif output is None:
+            return 0
+        for tool in left_out:
+            render.err.print(safe(f"left out {tool['tool'][:80]!r}: {tool['reason']}"))
+        if output is None:
             render.out.print(text, end="")
         return 0
 

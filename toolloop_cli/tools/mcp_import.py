@@ -16,7 +16,7 @@ from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.errors import UsageError
 from toolloop_cli.tools.mcp_client import McpConnection, McpUnavailable, ServerConfig
 from toolloop_cli.tools.mcp_registry import TOOL_NAME_RULE, callable_name
-from toolloop_cli.tools.validation import schema_problem
+from toolloop_cli.tools.validation import parameters_problem
 
 __all__ = ["server_entry", "skeleton"]
 
@@ -108,9 +108,7 @@ def _unusable(tool: str, schema: dict[str, Any]) -> str | None:
     """Why ``tool`` cannot be a tool of the skeleton, or None when it can."""
     if not callable_name(tool):
         return f"no handler can name it ({TOOL_NAME_RULE})"
-    if schema.get("type") != "object":
-        return "its inputSchema's type is not 'object'"
-    problem = schema_problem(schema)
+    problem = parameters_problem(schema)
     if problem is not None:
         return f"its inputSchema is refused at {problem[0] or '.'}: {problem[1]}"
     return None

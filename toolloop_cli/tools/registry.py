@@ -34,6 +34,7 @@ from toolloop_cli.tools.handler_modules import import_handler_module
 from toolloop_cli.tools.provider_tools import OPENAI_CUSTOM, check_provider_tool
 from toolloop_cli.tools.validation import (
     json_problems,
+    parameters_problem,
     schema_problem,
 )
 
@@ -252,9 +253,7 @@ def _check_schema(
     if not isinstance(schema, dict):
         problems.append((where, "must be a mapping (a JSON Schema)"))
         return None
-    if object_required and schema.get("type") != "object":
-        problems.append((_join(where, "type"), "must be 'object'"))
-    problem = schema_problem(schema)
+    problem = parameters_problem(schema) if object_required else schema_problem(schema)
     if problem is not None:
         problems.append((where + problem[0], problem[1]))
         return None

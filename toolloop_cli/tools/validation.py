@@ -156,6 +156,14 @@ def schema_problem(schema: dict[str, Any]) -> tuple[str, str] | None:
     return _ref_problem(schema)
 
 
+def parameters_problem(schema: dict[str, Any]) -> tuple[str, str] | None:
+    """Why ``schema`` cannot be a tool's parameters, as (path inside it, message), or None:
+    a tool's arguments are always a JSON object, so its schema must say ``type: object``."""
+    if schema.get("type") != "object":
+        return ".type", "must be 'object'"
+    return schema_problem(schema)
+
+
 def json_problems(value: object, path: str = "$") -> list[tuple[str, str]]:
     """Where ``value`` has no canonical JSON form, so cannot be hashed or sent to a model.
 

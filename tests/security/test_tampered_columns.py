@@ -78,6 +78,7 @@ TAMPERS: dict[tuple[str, str], tuple[str, ...]] = {
         COUNT_BELOW_ZERO,
     ),
     ("operations", "divergence_json"): (BAD_JSON, NUMBER, NOT_UTF8),
+    ("operations", "source_json"): (BAD_JSON, NUMBER, DEEP),
     ("operations", "current_turn"): (BAD_JSON, NOT_UTF8),
     ("operations", "deadline_at"): (BAD_JSON, NUMBER, NOT_A_TIME, NOT_UTF8),
     ("calls", "state"): (BAD_JSON, NUMBER, NOT_UTF8, BLOB),

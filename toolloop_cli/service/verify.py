@@ -262,7 +262,7 @@ def _base_url(op: Mapping[str, Any]) -> str | None:
     column is not the object toolloop writes (that row is reported, never read further)."""
     try:
         source = json.loads(op["source_json"] or "{}")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
     base = source.get("base_url") if isinstance(source, dict) else None
     return base if isinstance(base, str) else None

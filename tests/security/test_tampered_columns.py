@@ -45,6 +45,8 @@ COUNT_AS_TRUE = "json_set($COLUMN, '$.turns', json('true'))"
 COUNT_BELOW_ZERO = "json_set($COLUMN, '$.input_tokens', -902)"
 #: a value JSON has no word for, which Python's decoder would take
 NAN = """'{"amount_cents": NaN}'"""
+#: a number too large for a float, which Python's decoder would read as infinity
+HUGE = """'{"amount_cents": 1e400}'"""
 LABELS = {
     NULL: "null",
     BAD_JSON: "bad-json",
@@ -58,6 +60,7 @@ LABELS = {
     COUNT_AS_TRUE: "count-as-true",
     COUNT_BELOW_ZERO: "count-below-zero",
     NAN: "nan",
+    HUGE: "huge",
 }
 
 #: (table, column) -> values toolloop never writes there. Left out: NULL where the schema
@@ -84,8 +87,8 @@ TAMPERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("calls", "state"): (BAD_JSON, NUMBER, NOT_UTF8, BLOB),
     ("calls", "turn_idx"): (BAD_JSON, NOT_UTF8),
     ("calls", "seq"): (BAD_JSON, NOT_UTF8),
-    ("calls", "arguments_json"): (BAD_JSON, NUMBER, NOT_UTF8, DEEP, NAN),
-    ("calls", "model_result_json"): (BAD_JSON, NUMBER, NOT_UTF8, NAN),
+    ("calls", "arguments_json"): (BAD_JSON, NUMBER, NOT_UTF8, DEEP, NAN, HUGE),
+    ("calls", "model_result_json"): (BAD_JSON, NUMBER, NOT_UTF8, NAN, HUGE),
     ("calls", "protected_audit_json"): (BAD_JSON, NUMBER, NOT_UTF8),
     ("calls", "started_at"): (NUMBER, NOT_A_TIME, NOT_UTF8),
     ("calls", "finished_at"): (NUMBER, NOT_A_TIME, NOT_UTF8),

@@ -9,6 +9,7 @@ in ``rows.py``; this runs only once one has failed.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
@@ -31,16 +32,24 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON, and toolloop never writes it")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # ``1e400``: JSON text Python reads as infinity
+        raise ValueError(f"{text[:40]} is out of range, and toolloop never writes it")
+    return value
+
+
 #: one decoder for every read (``json.loads`` with an option builds a new one each call)
-_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
 
 
 def loads(text: Any) -> Any:
-    """A stored JSON column, as toolloop writes it: no ``NaN`` or ``Infinity`` (Python's
-    decoder takes them; JSON has no such values, and ``--json`` could not print them)."""
+    """A stored JSON column, as toolloop writes it: no ``NaN`` or ``Infinity``, spelled out or
+    as a number too large for a float (Python's decoder takes them; JSON has no such values,
+    and ``--json`` could not print them)."""
     if isinstance(text, str):
         return _DECODER.decode(text)
-    return json.loads(text, parse_constant=_no_constant)  # refuses what is not text
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
 
 
 def json_object(text: Any, nullable: bool = False) -> None:

@@ -171,8 +171,8 @@ def test_a_call_pointed_at_the_other_turns_approval_is_refused_before_it_runs(
     )
     conn.commit()
     conn.close()
-    # the call row is checked against the audit log before the decision is applied to it
-    with pytest.raises(TamperedStore, match="approval_id not as the audit log last recorded"):
+    # the approval a call waits on must name that call, before its decision is applied
+    with pytest.raises(TamperedStore, match="which names call call_0 of response resp_t1 "):
         operations.resume(store, op_id, transport=transport)
     assert ledger(store) == ["ord_1001"]  # the second refund never ran
     assert submit(store, op_id, "resp_t2").state is CallState.WAITING_APPROVAL

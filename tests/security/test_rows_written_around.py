@@ -400,3 +400,45 @@ def test_a_waiting_call_changed_by_hand_is_not_decided_or_run(
     refused(result, column)
     assert submit_state(path) == "WAITING_APPROVAL"
     assert not refunds_made(path)
+
+
+def test_an_approval_moved_to_another_operation_is_refused_and_a_drain_ends(
+    waiting: Path, tmp_path: Path
+) -> None:
+    """The approval a refund waits on, re-pointed at another operation, leaves the refund
+    waiting on nothing that is pending: a worker takes it, refuses it by name and does not
+    take it again (a drain that took it for ever would never end)."""
+    path = copy_of(waiting, tmp_path)
+    op, apr = ids(path)
+    write_around(path, "UPDATE approvals SET operation_id = 'op_' || hex(randomblob(16))")
+    result = runner.invoke(app, ["resume", op, "--store", str(path), "--json"])
+    out = json_out(result)
+    assert result.exit_code == 2 and out["error_type"] == "TamperedStore", out
+    assert f"waits on approval {apr}, which names call" in out["error"]
+    drained = runner.invoke(app, ["worker", "--drain", "--store", str(path), "--json"])
+    assert drained.exit_code == 0, drained.output
+    stats = json_out(drained)
+    assert (stats["taken"], stats["failed"], stats["not_run"]) == (0, 1, [op])
+    assert submit_state(path) == "WAITING_APPROVAL"
+
+
+def test_a_waiting_call_deleted_around_toolloop_is_never_taken_as_answered(
+    waiting: Path, tmp_path: Path
+) -> None:
+    """With the refund's row deleted, its turn holds nothing to run: the operation would go
+    on to the model's next answer ("refund submitted") though nothing was. Its approval
+    still names the call, so resume refuses the store before anything is written."""
+    path = copy_of(waiting, tmp_path)
+    op, apr = ids(path)
+    write_around(path, "DELETE FROM calls WHERE name = 'submit_refund'")
+    turns = turn_count(path)
+    for command in ("resume", "step"):
+        result = runner.invoke(app, [command, op, "--store", str(path), "--json"])
+        out = json_out(result)
+        assert result.exit_code == 2 and out["error_type"] == "TamperedStore", out
+        assert f"approval {apr} of operation {op} names call " in out["error"]
+        assert "which the store does not hold" in out["error"]
+    conn = sqlite3.connect(path)
+    (state,) = conn.execute("SELECT state FROM operations").fetchone()
+    conn.close()
+    assert state == "WAITING_APPROVAL" and turn_count(path) == turns

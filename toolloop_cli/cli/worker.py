@@ -86,6 +86,7 @@ def worker(
                     "ended": stats.ended,
                     "busy": stats.busy,
                     "failed": stats.failed,
+                    "not_run": sorted(stats.not_run),
                 }
             )
         else:

@@ -40,8 +40,9 @@ def collect_decisions(
             # moved out of the turn around toolloop. Every call of the operation is read
             # first, so one that no longer reads as a call is refused by name before anything
             # is written; a readable one is escalated when the results would go back
-            # (``sending``), never skipped.
-            deps.store.calls(op.operation_id)
+            # (``sending``), never skipped. A call deleted outside toolloop leaves its
+            # approval naming nothing: refused, never taken as a turn with nothing to run.
+            _check_approved_calls_exist(deps, op, deps.store.calls(op.operation_id))
         after: list[CallRecord] = []
         for call in current:
             after.append(_decided(deps, call, now, waiting))
@@ -53,11 +54,36 @@ def collect_decisions(
         return transition(deps, op, OpState.RESULTS_READY, "no approved call to run"), after, None
 
 
+def _check_approved_calls_exist(deps: Deps, op: OperationRecord, calls: list[CallRecord]) -> None:
+    """Every approval of ``op`` names one of its stored calls."""
+    held = {(c.response_id, c.call_id) for c in calls}
+    for apr in deps.store.approvals(op.operation_id):
+        if (apr.response_id, apr.call_id) not in held:
+            raise TamperedStore(
+                f"approval {apr.approval_id} of operation {op.operation_id} names call "
+                f"{apr.call_id} of response {apr.response_id}, which the store does not "
+                "hold: written around toolloop (see toolloop verify)"
+            )
+
+
 def _decided(deps: Deps, call: CallRecord, now: datetime, waiting: list[str]) -> CallRecord:
     """The call with its approval's decision applied (or left waiting, its id in ``waiting``)."""
     if call.state is not C.WAITING_APPROVAL or call.approval_id is None:
         return call
     apr = deps.store.get_approval(call.approval_id)
+    if (apr.operation_id, apr.response_id, apr.call_id) != (
+        call.operation_id,
+        call.response_id,
+        call.call_id,
+    ):
+        # an approval moved to another call (or operation) outside toolloop: its decision is
+        # not this call's, and the call would otherwise wait on it for ever
+        raise TamperedStore(
+            f"call {call.call_id} of operation {call.operation_id} waits on approval "
+            f"{apr.approval_id}, which names call {apr.call_id} of response "
+            f"{apr.response_id} of operation {apr.operation_id}: written around toolloop "
+            "(see toolloop verify)"
+        )
     expired = now >= parse_iso(apr.expires_at)
     if apr.status is ApprovalStatus.PENDING and not expired:
         _check_pin(deps, call, apr)

@@ -69,3 +69,23 @@ class PgLocation(str):
         location = super().__new__(cls, url)
         location.parent = data_dir
         return location
+
+
+def with_params(url: str, **params: str) -> str:
+    """``url`` with more query parameters (``options=-c lock_timeout=0`` …), encoded."""
+    from urllib.parse import quote, urlencode
+
+    parts = urlsplit(url)
+    extra = urlencode(params, quote_via=quote)  # libpq reads no "+" as a space
+    query = f"{parts.query}&{extra}" if parts.query else extra
+    return urlunsplit(parts._replace(query=query))
+
+
+def table_names(url: str) -> list[str]:
+    """The tables and views of the database ``url`` names, in its public schema, sorted."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT table_name FROM information_schema.tables"
+            " WHERE table_schema = 'public' ORDER BY table_name"
+        ).fetchall()
+    return [str(r[0]) for r in rows]

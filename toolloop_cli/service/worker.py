@@ -245,10 +245,11 @@ class _Waker:
     def __init__(self, url: str, poll_s: float) -> None:
         import psycopg
 
+        from toolloop_cli.store.pg_settings import connect_kwargs
         from toolloop_cli.store.postgres import RUNNABLE_CHANNEL
 
         self.poll_s = poll_s
-        self.conn = psycopg.connect(url, autocommit=True)
+        self.conn = psycopg.connect(url, autocommit=True, **connect_kwargs(url))
         self.conn.execute(f"LISTEN {RUNNABLE_CHANNEL}")
 
     def wait(self) -> None:

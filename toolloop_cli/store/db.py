@@ -202,30 +202,30 @@ def _open_postgres(url: str, *, read_only: bool, durability: Durability) -> Stor
     """A PostgreSQL store: migrated under the write lock, or checked current when read-only.
 
     Under barriers the session commits without waiting for the WAL flush
-    (``synchronous_commit=off``: a crash of this process loses nothing, the server keeps
-    every commit); a barrier transaction turns it on for its own commit.
+    (``synchronous_commit=off``, set at connect: a crash of this process loses nothing, the
+    server keeps every commit); a barrier transaction turns it on for its own commit.
     """
     shown = redacted(url)
+    full = durability is Durability.FULL
     try:
-        conn = connect_postgres(url)
+        conn = connect_postgres(url, synchronous_commit=full, read_only=read_only)
     except sqlite3.Error as exc:  # libpq may quote the URL it could not parse, password and all
         raise StoreError(f"cannot open store {shown}: {str(exc).replace(url, shown)}") from exc
     try:
         if read_only:
-            conn.execute("SET default_transaction_read_only = on")
             names = [m.name for m in pg_migrations.pending(conn)]
             if names:
                 raise _not_current(shown, names)
         elif pg_migrations.pending(conn):
             conn.execute("BEGIN IMMEDIATE")
             try:
+                conn.execute("SET LOCAL synchronous_commit TO on")  # the schema: flushed
                 pg_migrations.apply(conn)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-        if durability is not Durability.FULL:
-            conn.execute("SET synchronous_commit = off")
     except sqlite3.Error as exc:
         conn.close()
         raise StoreError(f"cannot open store {shown}: {exc}") from exc

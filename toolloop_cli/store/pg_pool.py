@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .db import DATA_DIR_ENV, open_store
 from .durability import Durability, durability_from
+from .pg_settings import connect_kwargs
 from .postgres import PgConnection, connect_postgres, redacted
 from .repo import Store
 
@@ -35,26 +36,23 @@ class PgStorePool:
         self.durability = durability_from(durability)
         data_dir = os.environ.get(DATA_DIR_ENV)
         self.data_dir = Path(data_dir) if data_dir else None
+        full = self.durability is Durability.FULL
         self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             min_size=size,
             max_size=size,
-            kwargs={"autocommit": True},
-            configure=self._configure,
+            # the settings open_store's connection has (pg_settings.py)
+            kwargs={"autocommit": True, **connect_kwargs(url, synchronous_commit=full)},
             check=ConnectionPool.check_connection,
             open=True,
         )
-
-    def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        if self.durability is not Durability.FULL:
-            conn.execute("SET synchronous_commit = off")  # as open_store sets it
 
     @contextmanager
     def store(self) -> Iterator[Store]:
         """A store over a borrowed connection, returned to the pool at the end of the block."""
         with self.pool.connection() as raw:
             yield Store(
-                PgConnection(raw, owned=False),
+                PgConnection(raw, owned=False, location=redacted(self.url)),
                 redacted(self.url),
                 self.durability,
                 data_dir=self.data_dir,

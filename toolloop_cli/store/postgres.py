@@ -84,10 +84,14 @@ class PgCursor:
 class PgConnection:
     """One psycopg connection in autocommit mode, as the store uses a connection."""
 
-    def __init__(self, raw: psycopg.Connection[Any], *, owned: bool = True) -> None:
+    def __init__(
+        self, raw: psycopg.Connection[Any], *, owned: bool = True, location: str = "the store"
+    ) -> None:
         raw.autocommit = True
         self.raw = raw
         self.owned = owned
+        #: the store as messages name it (its URL, password redacted)
+        self.location = location
         self._sql: dict[str, str] = {}
         if owned:
             # a store dropped unclosed closes its connection, as a sqlite3 one does (psycopg
@@ -106,12 +110,16 @@ class PgConnection:
         try:
             if sql == "BEGIN IMMEDIATE":
                 self.raw.execute("BEGIN")
-                return PgCursor(
-                    self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
-                )
+                try:
+                    return PgCursor(
+                        self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+                    )
+                except psycopg.Error:
+                    self._abandon()  # no transaction is left open without its lock
+                    raise
             return PgCursor(self.raw.execute(self._translated(sql), tuple(parameters)))
         except psycopg.Error as exc:
-            raise as_sqlite_error(exc) from exc
+            raise self._failure(exc) from exc
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]], /) -> PgCursor:
         """One statement for many rows; the cursor's ``rowcount`` is their sum."""
@@ -121,8 +129,30 @@ class PgConnection:
             cur = self.raw.cursor()
             cur.executemany(self._translated(sql), [tuple(r) for r in rows])
         except psycopg.Error as exc:
-            raise as_sqlite_error(exc) from exc
+            raise self._failure(exc) from exc
         return PgCursor(cur)
+
+    def _failure(self, exc: Exception) -> Exception:
+        """What a failed statement raises: a ``StoreError`` saying the store is busy when it
+        waited for a lock longer than ``lock_timeout``; else the ``sqlite3`` error."""
+        from psycopg import errors
+
+        if isinstance(exc, errors.LockNotAvailable):
+            return StoreError(
+                f"store is busy: another process holds a lock on {self.location} longer "
+                "than lock_timeout allows; nothing was written by this change, try again"
+            )
+        return as_sqlite_error(exc)
+
+    def _abandon(self) -> None:
+        """Roll back the open transaction, if the connection can still say so."""
+        import psycopg
+
+        if self.in_transaction:
+            try:
+                self.raw.execute("ROLLBACK")
+            except psycopg.Error:
+                pass
 
     def close(self) -> None:
         """Close the connection; a pooled one (not ``owned``) goes back to its pool instead."""
@@ -152,8 +182,12 @@ def as_sqlite_error(exc: Exception) -> sqlite3.Error:
     return sqlite3.DatabaseError(message)
 
 
-def connect_postgres(url: str) -> PgConnection:
-    """A connection to the database ``url`` names (psycopg's connection string rules)."""
+def connect_postgres(
+    url: str, *, synchronous_commit: bool = True, read_only: bool = False
+) -> PgConnection:
+    """A connection to the database ``url`` names (psycopg's connection string rules), with
+    the session settings of ``pg_settings`` (``synchronous_commit`` off when False,
+    read-only transactions when ``read_only``)."""
     try:
         import psycopg
     except ImportError:
@@ -162,8 +196,11 @@ def connect_postgres(url: str) -> PgConnection:
             "psycopg: pip install 'toolloop[postgresql]'"
         ) from None
 
+    from .pg_settings import connect_kwargs
+
+    settings = connect_kwargs(url, synchronous_commit=synchronous_commit, read_only=read_only)
     try:
-        raw = psycopg.connect(url, autocommit=True)
+        raw = psycopg.connect(url, autocommit=True, **settings)
     except psycopg.Error as exc:
         raise as_sqlite_error(exc) from exc
-    return PgConnection(raw)
+    return PgConnection(raw, location=redacted(url))

@@ -10,7 +10,8 @@ The variants other recorders write (body, status and header shapes, older vcrpy 
 are read by ``shapes.py``. Bodies are kept as bytes: what was on the wire.
 
 A cassette file may itself be gzip-compressed (LangChain keeps its cassettes as
-``.yaml.gz``): it is read as the YAML it decompresses to.
+``.yaml.gz``): it is read as the YAML it decompresses to. LangChain's layout, ``requests``
+and ``responses`` paired by position, is read by ``paired.py``.
 
 Every problem is a ``TranscriptError`` with one line naming the file, never a traceback. A
 cassette is untrusted input: files over ``MAX_CASSETTE_BYTES`` are refused unread (and so is
@@ -43,6 +44,7 @@ from toolloop_cli.strict_json import MAX_DEPTH, deeper_than
 from toolloop_cli.tools import strict_yaml
 
 from .detect import detect_api
+from .paired import LAYOUT_KEYS, paired_interactions
 from .shapes import CassetteLoader, Problem, body_of, headers_of, status_of
 
 __all__ = [
@@ -197,7 +199,12 @@ def _gunzipped(data: bytes, name: str) -> bytes:
 def _cassette(name: str, document: Any) -> Cassette:
     if not isinstance(document, dict):
         raise TranscriptError(f"transcript {name}: not a YAML mapping")
-    raw = document.get("interactions")
+    try:
+        raw = paired_interactions(document)
+    except Problem as exc:
+        raise TranscriptError(f"transcript {name}: {exc}") from None
+    dropped = LAYOUT_KEYS if raw is not None else ()
+    raw = document.get("interactions") if raw is None else raw
     if not isinstance(raw, list):
         raise TranscriptError(f"transcript {name}: no 'interactions' list")
     interactions: list[Interaction] = []
@@ -212,7 +219,7 @@ def _cassette(name: str, document: Any) -> Cassette:
             f"{_endpoints_seen(interactions)}; toolloop reads OpenAI /v1/responses, Anthropic "
             "/v1/messages, Gemini :generateContent, :streamGenerateContent and /interactions"
         )
-    metadata = {str(k): v for k, v in document.items() if k != "interactions"}
+    metadata = {str(k): v for k, v in document.items() if k != "interactions" and k not in dropped}
     return Cassette(path=name, interactions=interactions, metadata=metadata)
 
 

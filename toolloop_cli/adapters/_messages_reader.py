@@ -6,6 +6,8 @@ keep their declaration as recorded. Any of them may be called by its ``name`` in
 ``tool_use`` block: a server tool never is (its calls are ``server_tool_use`` blocks), so a
 ``tool_use`` naming a typed tool is one the client executes. A ``tool_result`` whose content
 holds anything but text (an image, a document, a ``tool_reference``) keeps all its parts.
+A ``tool_use`` echoed without the ``caller: {"type": "direct"}`` its answer carried is the
+same block.
 """
 
 from __future__ import annotations
@@ -96,4 +98,27 @@ class MessagesReader:
         return found
 
     def comparable(self, item: Any) -> Any:
-        return loose(item, _CACHE_MARKER)
+        return loose(_without_direct_caller(item), _CACHE_MARKER)
+
+
+#: blocks whose ``caller`` says who called the tool; ``direct`` (the model) is the default
+_CALLED = frozenset({"tool_use", "server_tool_use"})
+_DIRECT = {"type": "direct"}
+
+
+def _without_direct_caller(item: Any) -> Any:
+    """A message whose tool calls name no ``caller`` when it is the default, ``direct``:
+    answers carry it, and a client echoing them may leave it out. Any other caller (a code
+    execution tool that called it) is part of the block and stays."""
+    content = item.get("content") if isinstance(item, dict) else None
+    if not isinstance(content, list):
+        return item
+    blocks = [
+        {k: v for k, v in block.items() if k != "caller"}
+        if isinstance(block, dict)
+        and block.get("type") in _CALLED
+        and block.get("caller") == _DIRECT
+        else block
+        for block in content
+    ]
+    return {**item, "content": blocks}

@@ -2,6 +2,9 @@
 
 Anthropic answers name who called each tool (``caller: {"type": "direct"}``, the model
 itself); clients rebuild the assistant message from their own types and may leave it out.
+A client may also rewrite the answer it echoes (keep the tool call, drop the text beside it);
+a request doing so still continues its conversation, even when the history it carries also
+holds an earlier conversation that had finished.
 """
 
 from __future__ import annotations
@@ -79,3 +82,39 @@ def test_two_conversations_from_one_prompt_each_keep_their_own_answer_without_ca
     assert [op["interactions"] for op in out["operations"]] == [[0, 2], [1, 3]]
     assert (code, out["divergences"]) == (0, [])
     assert [(c["call_id"], c["result"]["result"]) for c in out["calls"]] == [("toolu_a", "cold")]
+
+
+def test_a_finished_conversation_does_not_take_a_request_that_continues_a_later_one(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """Conversation 0 ends on a final answer; a new user turn starts conversation 1 from its
+    history. The client echoes conversation 1's answer rewritten (the text beside the call
+    dropped) and answers the call: that request carries conversation 0's last request and
+    answer too, but it continues conversation 1, which asked for the result it carries."""
+    user = {"role": "user", "content": "Hello"}
+    hello = [an_text("Hi! How can I help?")]
+    again: list[dict[str, Any]] = [
+        user,
+        {"role": "assistant", "content": hello},
+        {"role": "user", "content": "Weather in Oslo?"},
+    ]
+    use = an_use("toolu_1", "get_weather", {"location": "Oslo"})
+    rewritten: list[dict[str, Any]] = [
+        *again,
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": [an_result("toolu_1", "cold")]},
+    ]
+    path = write(
+        tmp_path,
+        [
+            asked([user], an_message("m1", hello, "end_turn")),
+            asked(again, an_message("m2", [an_text("Let me check."), use], "tool_use")),
+            asked(rewritten, an_message("m3", [an_text("Cold.")], "end_turn")),
+        ],
+    )
+    code, out = replay(cli, path)
+    assert [(op["interactions"], op["state"]) for op in out["operations"]] == [
+        ([0], "COMPLETED"),
+        ([1, 2], "COMPLETED"),
+    ]
+    assert (code, out["divergences"]) == (0, [])

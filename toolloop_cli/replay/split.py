@@ -19,10 +19,12 @@ agent called as a tool holds its own conversation between a call and its result)
    calls were never answered, so the first one ends there.
 
 A request that continues a conversation whose last answer was not a tool call (a final
-answer, a cut one, an error that is not retried) starts a new conversation: a new user turn
-after a final answer, or a corrected resend after a refused request, is a run of its own,
-which starts from the history its first request carries. A background answer (``queued``)
-is the last poll of it (``GET …/responses/ID``), which is folded into its request.
+answer, a cut one, an error that is not retried) starts a new conversation, unless a
+conversation started later from that history is continued by it through a rewritten echo
+(4.): a new user turn after a final answer, or a corrected resend after a refused request,
+is a run of its own, which starts from the history its first request carries. A background
+answer (``queued``) is the last poll of it (``GET …/responses/ID``), which is folded into its
+request.
 """
 
 from __future__ import annotations
@@ -199,14 +201,24 @@ def _find(
     """The open conversation a request continues (newest first), or None for a new one;
     ``results``: how many tool results the request carries."""
     candidates = [o for o in reversed(opened) if o.api == api]
+    finished: _Open | None = None
     for conversation in candidates:
-        if _retry(conversation, items) or _continues(conversation, items, key):
-            return conversation if _retry(conversation, items) or _calls(conversation) else None
-    for conversation in candidates:  # the echoed answer was rewritten: last items and more
+        retry = _retry(conversation, items)
+        if retry or _continues(conversation, items, key):
+            if retry or _calls(conversation):
+                return conversation
+            finished = conversation  # a new conversation, unless a later one goes on here
+            break
+    # the echoed answer was rewritten: last items and more; a conversation started after a
+    # finished one it continues carries that one's history, and is the one continued
+    later = [o for o in candidates if finished is None or o.order > finished.order]
+    for conversation in later:
         if key is None and len(items) > len(conversation.items):
             if items[: len(conversation.items)] == conversation.items:
                 answered = _calls(conversation) and _answers(conversation, results)
                 return conversation if answered else None
+    if finished is not None:
+        return None
     if key is not None and candidates:  # state none of its answers named: the newest one
         return candidates[0] if _calls(candidates[0]) else None
     return None

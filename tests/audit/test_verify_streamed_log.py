@@ -52,6 +52,9 @@ TAMPERS = [
     "DELETE FROM audit_log WHERE seq = 3",
     "UPDATE audit_log SET record = deflate(replace(inflate(record), 'COMPLETED', 'FAILED'))",
     "UPDATE audit_log SET seq = seq + 100 WHERE seq = (SELECT max(seq) FROM audit_log)",
+    # past what canonical JSON holds exactly: no chain hash exists for it, a mismatch all
+    # the same (never the hashing error it would raise)
+    "UPDATE audit_log SET seq = 9007199254740993 WHERE seq = (SELECT max(seq) FROM audit_log)",
     "UPDATE transitions SET reason = 'rewritten' WHERE id = 2",
     "INSERT INTO audit_log SELECT seq + 1000, operation_id, kind, call_id, record,"
     " record_sha256, prev_sha256, chain_sha256 FROM audit_log WHERE seq = 2",

@@ -223,8 +223,16 @@ def _names(
     return (op if isinstance(op, str) else None, call if isinstance(call, str) else None)
 
 
+#: the largest integer a canonical JSON number holds exactly (RFC 8785: an IEEE double)
+_SAFE_INT = 2**53 - 1
+
+
 def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else -1
+    """A stored ``seq`` as a number to hash and compare, -1 for one toolloop never writes (not
+    an integer, or past what canonical JSON can hold, which would have no chain hash)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= _SAFE_INT:
+        return value
+    return -1
 
 
 def _short(value: object, width: int = 120) -> str:

@@ -26,11 +26,15 @@ class Server:
         self.url = url
         self._owned = owned
 
-    def fresh_database(self, prefix: str = "t") -> str:
-        """The URL of a new, empty database on this server."""
+    def fresh_database(self, prefix: str = "t", *, encoding: str | None = None) -> str:
+        """The URL of a new, empty database on this server (in ``encoding``, when given: a
+        copy of ``template0`` in the C locale, which every encoding accepts)."""
         name = f"{prefix}_{secrets.token_hex(6)}"
+        how = ""
+        if encoding is not None:
+            how = f" ENCODING '{encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
         with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"{how}')
         return with_database(self.url, name)
 
     def stop(self) -> None:

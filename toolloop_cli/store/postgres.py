@@ -196,11 +196,12 @@ def connect_postgres(
             "psycopg: pip install 'toolloop[postgresql]'"
         ) from None
 
-    from .pg_settings import connect_kwargs
+    from .pg_settings import check_encoding, connect_kwargs
 
     settings = connect_kwargs(url, synchronous_commit=synchronous_commit, read_only=read_only)
     try:
         raw = psycopg.connect(url, autocommit=True, **settings)
     except psycopg.Error as exc:
         raise as_sqlite_error(exc) from exc
+    check_encoding(raw, redacted(url))
     return PgConnection(raw, location=redacted(url))

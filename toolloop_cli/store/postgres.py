@@ -102,7 +102,10 @@ class PgConnection:
     def in_transaction(self) -> bool:
         from psycopg.pq import TransactionStatus
 
-        return self.raw.info.transaction_status is not TransactionStatus.IDLE
+        # UNKNOWN: the connection is gone, and its transaction with it (the server rolled
+        # it back); there is nothing left to roll back or commit
+        status = self.raw.info.transaction_status
+        return status not in (TransactionStatus.IDLE, TransactionStatus.UNKNOWN)
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> PgCursor:
         import psycopg
@@ -119,7 +122,7 @@ class PgConnection:
                     raise
             return PgCursor(self.raw.execute(self._translated(sql), tuple(parameters)))
         except psycopg.Error as exc:
-            raise self._failure(exc) from exc
+            raise self._failure(exc, sql) from exc
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]], /) -> PgCursor:
         """One statement for many rows; the cursor's ``rowcount`` is their sum."""
@@ -129,14 +132,25 @@ class PgConnection:
             cur = self.raw.cursor()
             cur.executemany(self._translated(sql), [tuple(r) for r in rows])
         except psycopg.Error as exc:
-            raise self._failure(exc) from exc
+            raise self._failure(exc, sql) from exc
         return PgCursor(cur)
 
-    def _failure(self, exc: Exception) -> Exception:
-        """What a failed statement raises: a ``StoreError`` saying the store is busy when it
-        waited for a lock longer than ``lock_timeout``; else the ``sqlite3`` error."""
+    def _failure(self, exc: Exception, sql: str) -> Exception:
+        """What a failed statement raises: a ``StoreError`` when the connection is lost
+        (saying whether the change was stored), or when the statement waited for a lock
+        longer than ``lock_timeout`` (the store is busy); else the ``sqlite3`` error."""
         from psycopg import errors
 
+        if self.raw.broken or self.raw.closed:
+            outcome = (
+                "whether the change it was committing was stored is unknown: look with "
+                "toolloop show"
+                if sql == "COMMIT"
+                else "the change in progress was not stored (the server rolled it back)"
+            )
+            return StoreError(
+                f"lost the connection to store {self.location} ({first_line(exc)}); {outcome}"
+            )
         if isinstance(exc, errors.LockNotAvailable):
             return StoreError(
                 f"store is busy: another process holds a lock on {self.location} longer "
@@ -168,11 +182,17 @@ class PgConnection:
         return done
 
 
+def first_line(exc: Exception) -> str:
+    """The first line of PostgreSQL's (or libpq's) message, else the error's type."""
+    text = str(exc).strip()
+    return text.splitlines()[0].strip() if text else type(exc).__name__
+
+
 def as_sqlite_error(exc: Exception) -> sqlite3.Error:
     """The ``sqlite3`` exception of the same kind, with PostgreSQL's first message line."""
     import psycopg
 
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    message = first_line(exc)
     if isinstance(exc, psycopg.IntegrityError):
         return sqlite3.IntegrityError(message)
     if isinstance(exc, psycopg.DataError):

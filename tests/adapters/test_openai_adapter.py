@@ -244,12 +244,24 @@ def test_content_filter_is_truncated() -> None:
     assert turn.detail is not None and "content filter" in turn.detail
 
 
-@pytest.mark.parametrize("status", ["cancelled", "in_progress", "queued"])
-def test_unfinished_response_is_a_non_retryable_failure(status: str) -> None:
-    turn = ADAPTER.parse_response(answer(response([call_item()], status)))
-    assert (turn.outcome, turn.finish_reason, turn.calls) == (TurnOutcome.API_FAILURE, status, ())
+def test_a_cancelled_response_is_a_non_retryable_failure() -> None:
+    turn = ADAPTER.parse_response(answer(response([call_item()], "cancelled")))
+    assert (turn.outcome, turn.finish_reason, turn.calls) == (
+        TurnOutcome.API_FAILURE,
+        "cancelled",
+        (),
+    )
     assert turn.error is not None and not turn.error.retryable
-    assert turn.detail is not None and status in turn.detail
+    assert turn.detail is not None and "cancelled" in turn.detail
+
+
+@pytest.mark.parametrize("status", ["in_progress", "queued"])
+def test_a_background_response_not_finished_is_truncated_and_runs_nothing(status: str) -> None:
+    """Background mode: no end yet is no error (INCOMPLETE, not FAILED), and nothing runs."""
+    turn = ADAPTER.parse_response(answer(response([call_item()], status)))
+    assert (turn.outcome, turn.finish_reason, turn.calls) == (TurnOutcome.TRUNCATED, status, ())
+    assert turn.error is None
+    assert turn.detail is not None and f"response is {status}: a background answer" in turn.detail
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,13 @@ from ._errors import ErrorTable, classify_http_error, http_detail
 from ._json import load_json_body
 from ._stream import StreamHandler, is_event_stream, read_capped, run_stream
 
-__all__ = ["MAX_BODY_BYTES", "MAX_TOKEN_COUNT", "parse_answer", "usage_from"]
+__all__ = ["MAX_BODY_BYTES", "MAX_TOKEN_COUNT", "UNFINISHED", "parse_answer", "usage_from"]
+
+#: why an answer still ``queued`` or ``in_progress`` (background mode) ends the run INCOMPLETE:
+#: not an error, only no end yet; a recording whose last poll still says so stops there
+UNFINISHED = (
+    "a background answer with no end yet (no later poll says how it ended); nothing to act on"
+)
 
 
 def parse_answer(

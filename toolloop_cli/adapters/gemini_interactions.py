@@ -21,9 +21,10 @@ Status mapping: ``requires_action`` → TOOL_PROPOSALS (``function_call`` steps 
 ``function_result``); ``completed`` → FINAL_TEXT (text of the ``model_output`` steps after the
 last input step), API_FAILURE when a ``model_output`` carries an ``error``; ``incomplete`` and
 ``budget_exceeded`` → TRUNCATED (calls never run); ``failed`` → API_FAILURE classified by its
-``errors[0]`` code; ``cancelled``/``in_progress``/``queued``/``continuation_required`` →
-API_FAILURE, not retryable (nothing to act on). Results go back as ``function_result`` steps
-whose ``result`` is the envelope object.
+``errors[0]`` code; ``in_progress``/``queued`` (a background interaction not finished: the
+last poll a recording holds, or a live answer) → TRUNCATED; ``cancelled`` and
+``continuation_required`` → API_FAILURE, not retryable (nothing to act on). Results go back
+as ``function_result`` steps whose ``result`` is the envelope object.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from toolloop_cli.engine.types import (
 )
 from toolloop_cli.errors import MalformedProviderPayload
 
-from ._answer import parse_answer, usage_from
+from ._answer import UNFINISHED, parse_answer, usage_from
 from ._declare import declarations
 from ._errors import GEMINI, classify_stream_error
 from ._gemini_readers import InteractionsReader
@@ -63,7 +64,7 @@ MARKER = "interaction"
 
 _PROVIDER = "gemini"
 _INPUT_STEPS = frozenset({"user_input", "function_result"})
-_NOT_FINISHED = frozenset({"cancelled", "in_progress", "queued", "continuation_required"})
+_NOT_FINISHED = frozenset({"cancelled", "continuation_required"})
 
 
 def _malformed(reason: str) -> NoReturn:
@@ -212,6 +213,9 @@ def parse_interaction(data: Any, raw_arguments: Mapping[str, str] | None = None)
             errors = data.get("errors")
             first = errors[0] if isinstance(errors, list) and errors else None
             return _failure(classify_stream_error(GEMINI, first), "interaction failed", common)
+        case "in_progress" | "queued":
+            detail = f"the interaction is {status}: {UNFINISHED}"
+            return ModelTurn(outcome=TurnOutcome.TRUNCATED, detail=detail, **common)
         case str() if status in _NOT_FINISHED:
             error = ApiError(code=status, message=f"interaction is {status}", retryable=False)
             return _failure(error, f"interaction is {status}, not finished", common)

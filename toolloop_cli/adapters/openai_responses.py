@@ -30,7 +30,9 @@ error answer is a turn (``API_FAILURE``), a payload without the documented shape
 assembler (see ``_openai_stream``): fragments per output index under a byte cap; a call runs
 with its streamed pieces, and the terminal event's response (``response.completed|incomplete|
 failed``) is parsed once it agrees with them (a stream that contradicts itself is malformed);
-a stream that ends without a terminal event is ``TRUNCATED`` and runs nothing.
+a stream that ends without a terminal event is ``TRUNCATED`` and runs nothing. So is a
+response still ``queued`` or ``in_progress`` (background mode, no poll saying how it ended);
+a ``cancelled`` one is an API_FAILURE that is not retried.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from toolloop_cli.engine.types import (
 )
 from toolloop_cli.errors import MalformedProviderPayload
 
-from ._answer import MAX_BODY_BYTES, parse_answer, usage_from
+from ._answer import MAX_BODY_BYTES, UNFINISHED, parse_answer, usage_from
 from ._declare import declarations
 from ._errors import OPENAI, classify_body_failure
 from ._openai_stream import OpenAIStream
@@ -223,7 +225,14 @@ def _parse_body(data: Any) -> ModelTurn:
         case "failed":
             error = classify_body_failure(OPENAI, data.get("error"))
             detail = f"response failed: {error.code or 'no error code'}"
-        case "cancelled" | "in_progress" | "queued":
+        case "in_progress" | "queued":
+            return ModelTurn(
+                outcome=TurnOutcome.TRUNCATED,
+                finish_reason=status,
+                detail=f"response is {status}: {UNFINISHED}",
+                **common,
+            )
+        case "cancelled":
             error = ApiError(code=status, message=f"response is {status}", retryable=False)
             detail = f"response is {status}, not finished: nothing to act on"
         case _:

@@ -96,6 +96,8 @@ PROVIDERS: tuple[ProviderSpec, ...] = (
         base_env="GEMINI_BASE_URL",
         auth_header="x-goog-api-key",
         paths=(r"(?:^|/)interactions$",),
+        # GET …/interactions/{id}; never …/{id}:cancel
+        polls=(r"(?:^|/)interactions/([^/:]+)$",),
     ),
     ProviderSpec(
         name="gemini-generate",

@@ -142,7 +142,7 @@ def test_a_frozen_runner_taken_over_applies_its_effect_once(
     assert _draft_call_states(store_location, op_id) == ["RECONCILED"]
     assert b"Traceback" not in stderr
     # the thawed runner stopped at its next commit: it had lost the lease
-    assert json.loads(stdout) == {"taken": 0, "ended": {}, "busy": 1, "failed": 0}
+    assert json.loads(stdout) == {"taken": 0, "ended": {}, "busy": 1, "failed": 0, "not_run": []}
     store = open_store(store_location)
     assert verify_store(store).ok
     store.close()

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
@@ -171,3 +172,39 @@ def test_an_approval_whose_status_is_stored_as_bytes_is_not_taken_for_ever(
     assert (stats.failed, stats.not_run, stats.taken) == (1, {op}, 0)
     ((_, why),) = said
     assert "approvals.status holds b'PENDING'" in why
+
+
+def test_an_operation_that_still_waits_when_taken_is_not_taken_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever makes the store list an operation as runnable while its run finds it still
+    waiting (a row written around toolloop that no check names yet), taking it again would
+    change nothing: the worker names it, passes it over, and a drain ends."""
+    from toolloop_cli.engine.loop import StepResult
+    from toolloop_cli.engine.states import OpState
+    from toolloop_cli.service import operations
+
+    url = str(tmp_path / "store.db")
+    env = {"TOOLLOOP_DATA_DIR": str(tmp_path / "data")}
+    monkeypatch.setenv("TOOLLOOP_DATA_DIR", env["TOOLLOOP_DATA_DIR"])
+    (op,) = submit(url, 1, env)
+    real = operations.resume
+
+    def finds_it_waiting(store: Any, op_id: str, **kwargs: Any) -> StepResult:
+        result = real(store, op_id, **kwargs)
+        state = OpState.WAITING_APPROVAL  # the one step a run makes that changes nothing
+        return StepResult(state, state, result.operation, waiting="waiting for approval: apr_x")
+
+    monkeypatch.setattr(operations, "resume", finds_it_waiting)
+    said: list[tuple[str, str]] = []
+    stop = threading.Event()  # a regression would take it for ever: stopped, then failed
+    timer = threading.Timer(60, stop.set)
+    timer.start()
+    try:
+        options = WorkerOptions(url, concurrency=1, drain=True, poll_s=0.05)
+        stats = run_worker(options, stop=stop, on_taken=lambda op, state: said.append((op, state)))
+    finally:
+        timer.cancel()
+    assert not stop.is_set(), "the drain did not end"
+    assert (stats.failed, stats.not_run, stats.taken) == (1, {op}, 0)
+    assert said == [(op, "not run: listed as runnable, yet waiting for approval: apr_x")]

@@ -9,7 +9,7 @@ transaction as the rows that justify it. A process killed at any line resumes fr
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from toolloop_cli.errors import (
     OperationTerminal as OperationTerminal,  # re-exported: its home was this module
@@ -39,6 +39,8 @@ class StepResult:
     operation: OperationRecord
     waiting: str | None = None
     calls: list[CallRecord] | None = None
+    #: the steps the run that ended with this one made, this one included (``run`` sets it)
+    steps: int = 1
 
 
 def step(deps: Deps, operation_id: str) -> StepResult:
@@ -109,12 +111,12 @@ def run(
         op = deps.store.get_operation(operation_id)
     calls: list[CallRecord] | None = None
     with deps.store.holding():  # steps with no wait between them share one commit
-        for _ in range(max_steps):
+        for made in range(1, max_steps + 1):
             last = advance(deps, op, calls)
             if after_step is not None:
                 after_step(last)
             if is_terminal(last.target) or last.waiting:
-                return last
+                return replace(last, steps=made) if made > 1 else last
             op, calls = last.operation, last.calls
     raise ToolloopError(f"operation {operation_id} did not settle in {max_steps} steps")
 

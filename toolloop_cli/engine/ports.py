@@ -274,6 +274,8 @@ class StorePort(Protocol):
 
     def get_approval(self, approval_id: str, tenant: str | None = None) -> ApprovalRecord: ...
 
+    def approvals(self, operation_id: str) -> list[ApprovalRecord]: ...
+
     def decide_approval(
         self,
         approval_id: str,

@@ -232,6 +232,16 @@ def _take_one(
         if on_taken is not None:
             on_taken(op_id, f"not run: {exc}")
         return True
+    if result.waiting is not None and result.steps == 1:
+        # listed as runnable (no approval pending), yet it still waits on one: the store
+        # disagrees with itself (a row written around toolloop). Taking it again would change
+        # nothing, and a drain would never end: left for an operator, as above
+        with stats.lock:
+            stats.failed += 1
+            stats.not_run.add(op_id)
+        if on_taken is not None:
+            on_taken(op_id, f"not run: listed as runnable, yet {result.waiting}")
+        return True
     state = result.operation.state.value
     stats.count(state)
     if on_taken is not None:

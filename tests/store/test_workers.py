@@ -174,28 +174,29 @@ def test_an_approval_whose_status_is_stored_as_bytes_is_not_taken_for_ever(
     assert "approvals.status holds b'PENDING'" in why
 
 
-def test_an_operation_that_still_waits_when_taken_is_not_taken_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Whatever makes the store list an operation as runnable while its run finds it still
-    waiting (a row written around toolloop that no check names yet), taking it again would
-    change nothing: the worker names it, passes it over, and a drain ends."""
+def _finds_it_waiting(monkeypatch: pytest.MonkeyPatch, run_it: bool) -> None:
+    """Every run a worker makes ends with the one step a run makes that changes nothing: the
+    operation found waiting. ``run_it``: the run itself happened (the operation was run on
+    to an approval by the time it was taken), else nothing was run at all."""
     from toolloop_cli.engine.loop import StepResult
     from toolloop_cli.engine.states import OpState
     from toolloop_cli.service import operations
 
-    url = str(tmp_path / "store.db")
-    env = {"TOOLLOOP_DATA_DIR": str(tmp_path / "data")}
-    monkeypatch.setenv("TOOLLOOP_DATA_DIR", env["TOOLLOOP_DATA_DIR"])
-    (op,) = submit(url, 1, env)
     real = operations.resume
 
     def finds_it_waiting(store: Any, op_id: str, **kwargs: Any) -> StepResult:
-        result = real(store, op_id, **kwargs)
-        state = OpState.WAITING_APPROVAL  # the one step a run makes that changes nothing
-        return StepResult(state, state, result.operation, waiting="waiting for approval: apr_x")
+        if run_it:
+            op = real(store, op_id, **kwargs).operation
+        else:
+            kwargs["taken"].release()
+            op = store.get_operation(op_id)
+        state = OpState.WAITING_APPROVAL
+        return StepResult(state, state, op, waiting="waiting for approval: apr_x")
 
     monkeypatch.setattr(operations, "resume", finds_it_waiting)
+
+
+def _drain(url: str) -> tuple[Any, list[tuple[str, str]]]:
     said: list[tuple[str, str]] = []
     stop = threading.Event()  # a regression would take it for ever: stopped, then failed
     timer = threading.Timer(60, stop.set)
@@ -206,5 +207,36 @@ def test_an_operation_that_still_waits_when_taken_is_not_taken_again(
     finally:
         timer.cancel()
     assert not stop.is_set(), "the drain did not end"
-    assert (stats.failed, stats.not_run, stats.taken) == (1, {op}, 0)
+    return stats, said
+
+
+def test_an_operation_found_waiting_on_every_take_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever makes the store list an operation as runnable while every run finds it still
+    waiting (a row written around toolloop that no check names yet), taking it again would
+    change nothing: after three takes the worker names it, passes it over, and a drain ends."""
+    url = str(tmp_path / "store.db")
+    env = {"TOOLLOOP_DATA_DIR": str(tmp_path / "data")}
+    monkeypatch.setenv("TOOLLOOP_DATA_DIR", env["TOOLLOOP_DATA_DIR"])
+    (op,) = submit(url, 1, env)
+    _finds_it_waiting(monkeypatch, run_it=False)
+    stats, said = _drain(url)
+    assert (stats.failed, stats.not_run, stats.taken, stats.stalled) == (1, {op}, 0, {op: 3})
     assert said == [(op, "not run: listed as runnable, yet waiting for approval: apr_x")]
+
+
+def test_an_operation_found_waiting_once_is_not_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found waiting once is a race (another process ran it on to a new approval after it
+    was listed): the operation stays this worker's to take once that approval is decided."""
+    url = str(tmp_path / "store.db")
+    env = {"TOOLLOOP_DATA_DIR": str(tmp_path / "data")}
+    monkeypatch.setenv("TOOLLOOP_DATA_DIR", env["TOOLLOOP_DATA_DIR"])
+    (op,) = submit(url, 1, env)
+    _finds_it_waiting(monkeypatch, run_it=True)
+    stats, said = _drain(url)
+    assert (stats.failed, stats.not_run, stats.stalled) == (0, set(), {op: 1})
+    assert said == []
+    assert states(url, [op]) == {op: "WAITING_APPROVAL"}

@@ -46,6 +46,10 @@ SELECT o.operation_id, l.token, l.pid, l.host, l.expires_at FROM operations o
  ORDER BY o.updated_at, o.operation_id
  LIMIT ?"""
 
+#: takes in a row that find an operation listed as runnable still waiting, before it is
+#: passed over (one is a race with another process; three, a store at odds with itself)
+_STALLS = 3
+
 #: how many candidates one claim looks at (and, on PostgreSQL, locks for its moment)
 _CLAIM_BATCH = 4
 
@@ -89,6 +93,8 @@ class WorkerStats:
     #: operations that could not go on here: not taken again by this worker (a store written
     #: around toolloop, a registry gone), else a drain would take the same one for ever
     not_run: set[str] = field(default_factory=set)
+    #: operations taken that were found still waiting, and how many times in a row
+    stalled: dict[str, int] = field(default_factory=dict)
     ended: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -233,15 +239,20 @@ def _take_one(
             on_taken(op_id, f"not run: {exc}")
         return True
     if result.waiting is not None and result.steps == 1:
-        # listed as runnable (no approval pending), yet it still waits on one: the store
-        # disagrees with itself (a row written around toolloop). Taking it again would change
-        # nothing, and a drain would never end: left for an operator, as above
+        # listed as runnable (no approval pending), yet it still waits on one. Once, that is
+        # a race (another process ran it on to a new approval after it was listed); taken
+        # again and again, the store disagrees with itself (a row written around toolloop):
+        # taking it once more would change nothing, and a drain would never end
         with stats.lock:
-            stats.failed += 1
-            stats.not_run.add(op_id)
-        if on_taken is not None:
+            stats.stalled[op_id] = stalls = stats.stalled.get(op_id, 0) + 1
+            if stalls >= _STALLS:
+                stats.failed += 1
+                stats.not_run.add(op_id)
+        if stalls >= _STALLS and on_taken is not None:
             on_taken(op_id, f"not run: listed as runnable, yet {result.waiting}")
         return True
+    with stats.lock:
+        stats.stalled.pop(op_id, None)
     state = result.operation.state.value
     stats.count(state)
     if on_taken is not None:

@@ -56,9 +56,13 @@ from .telemetry import OtelContentOpt, OtelOpt
 
 
 def store_flag(store_path: str) -> str:
+    """`` --store …`` for the commands a hint shows (a URL's password as ``***``)."""
     if store_path == DEFAULT_STORE:
         return ""
-    return f" --store {shlex.quote(str(store_path))}"
+    from toolloop_cli.store.postgres import redacted
+
+    shown = redacted(store_path) if stores.store_file(store_path) is None else store_path
+    return f" --store {shlex.quote(str(shown))}"
 
 
 def finish(

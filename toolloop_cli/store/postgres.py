@@ -20,7 +20,7 @@ import sqlite3
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from toolloop_cli.errors import StoreError
 
@@ -39,21 +39,39 @@ def is_postgres_url(location: str) -> bool:
     return location.startswith(_SCHEMES)
 
 
+#: query parameters of a URL that hold a secret (libpq's ``?password=…`` and its TLS key's)
+_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+
+
 def redacted(url: str) -> str:
-    """The URL as shown in messages: a password in it is replaced by ``***``; a URL that does
-    not parse (a bracket left open, a port out of range) is not shown at all, since where its
-    password is cannot be told."""
+    """The URL as shown in messages: a password in it (``user:password@``, ``?password=``,
+    ``?sslpassword=``) is replaced by ``***``; a URL that does not parse (a bracket left
+    open, a port out of range) is not shown at all, since where its password is cannot be
+    told."""
     try:
         parts = urlsplit(url)
-        password, port_number = parts.password, parts.port
+        password, _ = parts.password, parts.port
     except ValueError:
         return "postgresql://(a URL that does not parse)"
-    if not password:
+    netloc = parts.netloc
+    if password:
+        user = parts.username or ""
+        netloc = f"{user}:***@{netloc.rpartition('@')[2]}"
+    query = _redacted_query(parts.query)
+    if netloc == parts.netloc and query == parts.query:
         return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    port = f":{port_number}" if port_number else ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _redacted_query(query: str) -> str:
+    """``query`` with the value of each secret parameter replaced by ``***``."""
+    pieces = []
+    for piece in query.split("&"):
+        key, equals, _ = piece.partition("=")
+        if equals and unquote(key).strip().lower() in _SECRET_PARAMETERS:
+            piece = f"{key}=***"
+        pieces.append(piece)
+    return "&".join(pieces)
 
 
 class PgCursor:

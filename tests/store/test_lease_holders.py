@@ -9,13 +9,16 @@ operation would run twice).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from support.stores import behind_its_back, submitted_refund
+from typer.testing import CliRunner
 
+from toolloop_cli.cli import app
 from toolloop_cli.service import worker
 from toolloop_cli.store import Store, lease, open_store
 
@@ -103,6 +106,39 @@ def test_a_lease_row_with_no_expiry_toolloop_wrote_holds_nothing(
     try:
         held = lease.acquire(store, op_id)
         assert held.inherited  # nothing shows its holder gone: its calls are waited out
+        held.release()
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("pid", [0, -1, -424242, 2**31, 2**40, -(2**31) - 1])
+def test_a_lease_of_a_pid_no_process_can_have_is_a_holder_that_cannot_be_checked(
+    store_location: str, pid: int
+) -> None:
+    """A lease row of this host whose pid is 0, negative or past a C int (written around
+    toolloop) names no process that can be asked: it is held until its expiry, as another
+    host's lease is, not a crash (OverflowError) and not a holder shown to be dead."""
+    op_id = submitted_refund(store_location)
+    with behind_its_back(store_location) as conn:
+        conn.execute(
+            "INSERT INTO leases (operation_id, token, pid, host, acquired_at, expires_at)"
+            " VALUES (?, 'theirs', ?, ?, 0, ?)",
+            (op_id, pid, lease.host_id(), time.time() + 3600),
+        )
+    store = open_store(store_location)
+    try:
+        with pytest.raises(lease.OperationBusy, match=rf"\(pid {pid} on "):
+            lease.acquire(store, op_id)
+        assert worker.claim(store) is None
+        assert worker.runnable(store) == [op_id]  # listed: claiming it decides, and declines
+        resumed = CliRunner().invoke(app, ["resume", op_id, "--store", store_location])
+        assert resumed.exit_code == 2, resumed.output
+        (message,) = resumed.stderr.strip().splitlines()
+        assert f"is being run by another process (pid {pid} on " in message
+        with behind_its_back(store_location) as conn:
+            conn.execute("UPDATE leases SET expires_at = 1")
+        held = lease.acquire(store, op_id)  # expired: taken over, its calls waited out
+        assert held.inherited
         held.release()
     finally:
         store.close()

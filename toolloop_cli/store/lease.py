@@ -265,6 +265,8 @@ def _write(
     return bool(cur.rowcount == 1)
 
 
+#: the largest process id a signal can be sent to (a C ``pid_t``)
+_MAX_PID = 2**31 - 1
 #: the latest moment a message shows (``datetime`` ends at year 9999)
 _LATEST = 253_402_300_799.0
 
@@ -309,11 +311,14 @@ def _may_still_run(row: tuple[str, int, str, float]) -> bool:
     """Whether the lease's holder may still be running (whatever its expiry says): on
     another host nothing shows it gone; on this one, a process that is gone, or this very
     process no longer holding the token (a release that failed), is."""
-    token, pid, host, _ = row
+    token, stored, host, _ = row
     if host != host_id():
         return True
-    if isinstance(pid, bool) or not isinstance(pid, int):
-        return True  # no process toolloop wrote: nothing shows it gone
+    pid: object = stored  # as read: a row written around toolloop holds anything
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid <= _MAX_PID:
+        # no process toolloop wrote (0 and below name process groups, and past a C int
+        # no process can be asked): nothing shows it gone
+        return True
     if pid == os.getpid():
         return token in _ACTIVE
     return _alive(pid)

@@ -19,6 +19,7 @@ from support.stores import behind_its_back
 from typer.testing import CliRunner
 
 from toolloop_cli.cli import app
+from toolloop_cli.store import open_store
 from toolloop_cli.store.db import DATA_DIR_ENV
 
 POLICY = ROOT / "docs" / "postgresql-tenancy.sql"
@@ -51,7 +52,7 @@ def tenants(
     with one refund waiting for approval."""
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
     owner = Tenant("owner", postgres_url)
-    assert owner("runs").exit_code == 0  # the owner's first command migrates the store
+    open_store(postgres_url).close()  # the owner makes the store (an empty database is none)
     password = secrets.token_hex(8)
     found: dict[str, Tenant] = {"owner": owner}
     with psycopg.connect(postgres_url, autocommit=True) as conn:

@@ -11,17 +11,20 @@ from sqlite_utils import Database
 
 from toolloop_cli.errors import StoreError, UsageError
 
-from . import migrations, pg_migrations
+from . import migrations
 from .durability import Durability, durability_from
-from .postgres import connect_postgres, is_postgres_url, redacted
+from .pg_open import (
+    DATA_DIR_ENV as DATA_DIR_ENV,  # where it was always imported from
+    not_current,
+    open_postgres,
+)
+from .postgres import is_postgres_url
 from .repo import Store
 
 #: How long a writer waits for another writer's lock before giving up (ms).
 BUSY_TIMEOUT_MS = 5000
 #: A new store holds tasks, tool results and model text: readable by its owner only.
 STORE_MODE = 0o600
-#: where a PostgreSQL store's handlers keep their files (a SQLite store: beside the file)
-DATA_DIR_ENV = "TOOLLOOP_DATA_DIR"
 
 
 def connect(path: Path, durability: Durability = Durability.BARRIERS) -> sqlite3.Connection:
@@ -92,16 +95,19 @@ def open_store(
 
     ``read_only`` (for ``verify``) changes nothing: a missing file, or one whose schema needs
     migrations, is a ``StoreError`` instead. ``must_exist`` (commands that read or act on
-    what a store holds): a missing file is a ``UsageError`` and nothing is created. An
-    existing SQLite file that holds tables but is not a toolloop store is refused either way,
-    before anything is written to it. ``durability``: see ``Durability`` (None: the
-    ``TOOLLOOP_DURABILITY`` variable, else barriers).
+    what a store holds): a missing file, or an empty PostgreSQL database, is a ``UsageError``
+    and nothing is created. An existing SQLite file or PostgreSQL database that holds tables
+    but is not a toolloop store is refused either way, before anything is written to it
+    (``pg_open.py``). ``durability``: see ``Durability`` (None: the ``TOOLLOOP_DURABILITY``
+    variable, else barriers).
     """
     chosen = durability_from(durability)
     if must_exist and not store_exists(path):
         raise UsageError(f"no store at {path}")
     if is_postgres_url(str(path)):
-        return _open_postgres(str(path), read_only=read_only, durability=chosen)
+        return open_postgres(
+            str(path), read_only=read_only, must_exist=must_exist, durability=chosen
+        )
     store_path = Path(path)
     _refuse_special_file(store_path)
     if not read_only:
@@ -113,7 +119,7 @@ def open_store(
             _refuse_foreign(conn, store_path)
         pending = migrations.migrations.pending(db)
         if pending and read_only:
-            raise _not_current(str(store_path), [m.name for m in pending])
+            raise not_current(str(store_path), [m.name for m in pending])
         if pending:
             # one writer migrates; a concurrent opener waits, then finds nothing pending
             conn.execute("BEGIN IMMEDIATE")
@@ -196,54 +202,3 @@ def _has_toolloop_migrations(conn: sqlite3.Connection, tables: list[str]) -> boo
         [migrations.migrations.name],
     ).fetchone()
     return found is not None
-
-
-def _open_postgres(url: str, *, read_only: bool, durability: Durability) -> Store:
-    """A PostgreSQL store: migrated under the write lock, or checked current when read-only.
-
-    Under barriers the session commits without waiting for the WAL flush
-    (``synchronous_commit=off``, set at connect: a crash of this process loses nothing, the
-    server keeps every commit); a barrier transaction turns it on for its own commit.
-    """
-    shown = redacted(url)
-    full = durability is Durability.FULL
-    try:
-        conn = connect_postgres(url, synchronous_commit=full, read_only=read_only)
-    except sqlite3.Error as exc:  # libpq may quote the URL it could not parse, password and all
-        raise StoreError(f"cannot open store {shown}: {str(exc).replace(url, shown)}") from exc
-    try:
-        if read_only:
-            names = [m.name for m in pg_migrations.pending(conn)]
-            if names:
-                raise _not_current(shown, names)
-        elif pg_migrations.pending(conn):
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute("SET LOCAL synchronous_commit TO on")  # the schema: flushed
-                pg_migrations.apply(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-    except sqlite3.Error as exc:
-        conn.close()
-        raise StoreError(f"cannot open store {shown}: {exc}") from exc
-    except StoreError:
-        conn.close()
-        raise
-    data_dir = os.environ.get(DATA_DIR_ENV)
-    return Store(
-        conn,
-        shown,
-        durability,
-        data_dir=Path(data_dir) if data_dir else None,
-        reconnect=lambda: connect_postgres(url),
-    )
-
-
-def _not_current(shown: str, names: list[str]) -> StoreError:
-    return StoreError(
-        f"store {shown} is not at the current schema ({len(names)} migration(s) "
-        f"pending: {', '.join(names)}); it is opened read-only here, so nothing is migrated"
-    )

@@ -231,8 +231,8 @@ def test_a_conversation_that_breaks_tool_result_pairing_is_never_sent() -> None:
     ]}  # fmt: skip
     with pytest.raises(AdapterError, match="must open with one tool_result") as raised:
         ADAPTER.build_request([{"role": "user", "content": "x"}, assistant, late], [], SETTINGS)
-    # counted from 1, and what it found said
-    assert "message 3 must open with one tool_result for each tool_use of message 2" in str(
+    # counted from 0 (as the API's own "messages.2" is), and what it found said
+    assert "messages[2] must open with one tool_result for each tool_use of messages[1]" in str(
         raised.value
     )
     assert str(raised.value).endswith("the tool_results it opens with answer: none")

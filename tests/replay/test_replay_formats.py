@@ -189,7 +189,7 @@ def test_a_model_request_without_a_json_object_body_refuses_the_cassette(
     result = cli("replay", str(write(tmp_path, doc)), "--json")
     assert result.exit_code == 2
     assert json_out(result)["error"].endswith(
-        f"interaction 2: the model request to https://api.openai.com/v1/responses holds"
+        f"interaction 1: the model request to https://api.openai.com/v1/responses holds"
         f" {found}, not a JSON object"
     )
 

@@ -496,7 +496,8 @@ def test_a_history_toolloop_would_not_send_is_one_clear_line_and_nothing_written
     result = cli("replay", str(path))
     assert result.exit_code == 2
     (line,) = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert "conversation 1" in line and "history toolloop would not send" in line
+    assert "conversation 0:" in line and "history toolloop would not send" in line
+    assert "messages[2] must open with one tool_result for each tool_use of messages[1]" in line
     assert not store_path.exists()  # checked before the store is opened: none is created
 
 

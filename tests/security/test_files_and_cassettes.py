@@ -213,7 +213,7 @@ def test_a_recorded_request_nested_deeper_than_toolloop_reads_is_refused(
     result = cli("replay", str(cassette), "--json")
     assert result.exit_code == 2
     error = json.loads(result.stdout)["error"]
-    assert "interaction 2: recorded request to https://api.openai.com/v1/responses" in error
+    assert "interaction 1: recorded request to https://api.openai.com/v1/responses" in error
     assert error.endswith("nests JSON deeper than 64 levels")
     assert not store_path.exists()
 

@@ -260,9 +260,9 @@ MALFORMED = [
     ("", "not a YAML mapping"),
     ("version: 1\n", "no 'interactions' list"),
     ("interactions: {request: {}}\n", "no 'interactions' list"),
-    ("interactions:\n- 42\n", "interaction 1: not a mapping"),
-    ("interactions:\n- response: {status: 200}\n", "interaction 1: no 'request' mapping"),
-    (f"interactions:\n- request: {{uri: {OPENAI_URI}}}\n", "interaction 1: no 'response' mapping"),
+    ("interactions:\n- 42\n", "interaction 0: not a mapping"),
+    ("interactions:\n- response: {status: 200}\n", "interaction 0: no 'request' mapping"),
+    (f"interactions:\n- request: {{uri: {OPENAI_URI}}}\n", "interaction 0: no 'response' mapping"),
     ("interactions:\n- request: {method: POST}\n" + GOOD_RESPONSE, "request has no 'uri'"),
     (
         f"interactions:\n- request: {{uri: {OPENAI_URI}}}\n  response: {{status: OK}}\n",

@@ -165,9 +165,9 @@ def _check_pairing(messages: Sequence[JSONObject]) -> None:
             leading.append(block.get("tool_use_id"))
         if sorted(map(str, leading)) != sorted(map(str, wanted)):
             found = ", ".join(map(str, leading)) or "none"
-            raise AdapterError(  # counted from 1, as conversations and interactions are
-                f"anthropic messages: message {index + 2} must open with one tool_result for "
-                f"each tool_use of message {index + 1} ({', '.join(map(str, wanted))}); "
+            raise AdapterError(  # counted from 0, as conversations and interactions are
+                f"anthropic messages: messages[{index + 1}] must open with one tool_result for "
+                f"each tool_use of messages[{index}] ({', '.join(map(str, wanted))}); "
                 f"the tool_results it opens with answer: {found}",
                 provider=_PROVIDER,
             )

@@ -232,7 +232,7 @@ def replay_deps(
     index = source.conversation
     if index >= len(split.conversations):
         raise TranscriptError(
-            f"transcript {cassette.path} changed: it has no conversation {index + 1} any more"
+            f"transcript {cassette.path} changed: it has no conversation {index} any more"
         )
     meta = cassette.metadata.get(METADATA_KEY)
     own = meta if isinstance(meta, dict) and len(split.conversations) == 1 else {}

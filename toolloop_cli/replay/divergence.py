@@ -85,14 +85,15 @@ def results_in_request(api: Api, body: Any) -> dict[str, RecordedResult]:
 
 
 def keyed(results: Sequence[RecordedResult]) -> dict[str, RecordedResult]:
-    """Results by call id (else name); a repeated key as ``id#2``, ``id#3``…"""
+    """Results by call id (else name); a repeated key as ``id#1``, ``id#2``…: numbered from 0,
+    as everything a replay numbers, the first one (``#0``) written without its number."""
     found: dict[str, RecordedResult] = {}
     seen: dict[str, int] = {}
     for result in results:
         key = _key(result)
-        seen[key] = seen.get(key, 0) + 1
-        count = seen[key]
-        found[key if count == 1 else f"{key}#{count}"] = result
+        count = seen.get(key, 0)
+        seen[key] = count + 1
+        found[key if count == 0 else f"{key}#{count}"] = result
     return found
 
 

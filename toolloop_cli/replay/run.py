@@ -230,7 +230,7 @@ def _seed(
         adapter.build_request(items, [], ModelSettings(**settings.model_dump(exclude_none=True)))
     except AdapterError as exc:
         raise TranscriptError(
-            f"transcript {plan.cassette.path}: conversation {index + 1}: its first request "
+            f"transcript {plan.cassette.path}: conversation {index}: its first request "
             f"holds a history toolloop would not send ({exc})"
         ) from None
     return items
@@ -304,7 +304,7 @@ def _task(plan: Plan, index: int) -> str:
         task = ""  # the conversation says no words of its own (the prompt is the instructions)
     if not isinstance(task, str):
         raise TranscriptError(
-            f"transcript {plan.cassette.path}: conversation {index + 1}: the first request "
+            f"transcript {plan.cassette.path}: conversation {index}: the first request "
             "carries no conversation to start from"
         )
     return task

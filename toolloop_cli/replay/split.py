@@ -159,7 +159,7 @@ def split_conversations(cassette: Cassette) -> Split:
             reason = f"a {request.method.upper()} request, not a model request (a POST)"
             split.skipped.append(Skipped(index, request.method, request.uri, reason))
             continue
-        where = f"transcript {cassette.path}: interaction {index + 1}"
+        where = f"transcript {cassette.path}: interaction {index}"
         try:
             body = request.json()
         except TranscriptError as exc:  # a model request toolloop cannot read: refused

@@ -83,7 +83,7 @@ def _cassette_views(path: Path) -> list[RunView]:
         try:
             report = replay(scratch, ReplayOptions(path, results="recorded"))
             return [
-                run_view(operation_view(scratch, op.operation_id), f"{path}#{index + 1}")
+                run_view(operation_view(scratch, op.operation_id), f"{path}#{index}")
                 for index, op in enumerate(report.operations)
             ]
         finally:

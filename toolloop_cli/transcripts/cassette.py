@@ -208,7 +208,7 @@ def _cassette(name: str, document: Any) -> Cassette:
     if not isinstance(raw, list):
         raise TranscriptError(f"transcript {name}: no 'interactions' list")
     interactions: list[Interaction] = []
-    for index, node in enumerate(raw, start=1):
+    for index, node in enumerate(raw):
         try:
             interactions.append(_interaction(node))
         except Problem as exc:

@@ -45,6 +45,39 @@ def test_a_missing_store_is_named_and_nothing_is_created(tmp_path: Path, command
     assert not (tmp_path / "typo").exists()
 
 
+@pytest.mark.parametrize("command", sorted(READERS))
+def test_an_empty_file_is_no_store_and_is_left_empty(tmp_path: Path, command: str) -> None:
+    """A file ``touch`` made holds no store: read as one, it would get a schema written into
+    it (and a read-only ``verify`` would name fifteen pending migrations)."""
+    store = tmp_path / "store.db"
+    store.touch()
+    result = _toolloop(*READERS[command], "--store", str(store), "--json")
+    assert result.exit_code == 2
+    assert json_out(result)["error"] == f"no store at {store} (an empty file)"
+    assert store.stat().st_size == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store.db"]
+
+
+def test_store_copy_from_an_empty_file_copies_nothing(tmp_path: Path) -> None:
+    source, target = tmp_path / "empty.db", tmp_path / "copy.db"
+    source.touch()
+    result = _toolloop("store", "copy", str(source), str(target), "--json")
+    assert result.exit_code == 2
+    assert json_out(result)["error"] == f"no store at {source} (an empty file)"
+    assert not target.exists() and source.stat().st_size == 0
+
+
+def test_run_makes_its_store_in_an_empty_file(tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    store.touch()
+    args = ["run", TASK, "--registry", str(REGISTRY), "--transcript", str(REFUND_OPENAI)]
+    result = _toolloop(*args, "--store", str(store), "--json")
+    assert result.exit_code == 10, result.output
+    op = json_out(result)["operation_id"]
+    shown = _toolloop("show", op, "--store", str(store), "--json")
+    assert shown.exit_code == 0 and json_out(shown)["state"] == "WAITING_APPROVAL"
+
+
 def test_diff_of_two_cassettes_needs_no_store(tmp_path: Path) -> None:
     store = tmp_path / "typo" / "store.db"
     result = _toolloop("diff", str(REFUND_OPENAI), str(REFUND_OPENAI), "--store", str(store))

@@ -45,12 +45,11 @@ def verify(
 
     def body() -> int:
         from toolloop_cli.service.verify import verify_store
-        from toolloop_cli.store import open_store, store_exists
+        from toolloop_cli.store import open_store
 
         _check_head(expect_head)
-        if not store_exists(store_path):
-            raise UsageError(f"no store at {store_path}")
-        store = open_store(store_path, read_only=True)  # verify writes nothing, migrates nothing
+        # verify writes nothing, migrates nothing, and creates no store
+        store = open_store(store_path, read_only=True, must_exist=True)
         report = verify_store(store, operation_id, expect_head=expect_head)
         if as_json:
             render.emit_json(report_json(report, operation_id))

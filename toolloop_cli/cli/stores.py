@@ -31,12 +31,10 @@ def copy(
 
     def body() -> int:
         from toolloop_cli.service.verify import verify_store
-        from toolloop_cli.store import open_store, store_exists
+        from toolloop_cli.store import open_store
         from toolloop_cli.store.copy import copy_store
 
-        if not store_exists(source):
-            raise UsageError(f"no store at {source}")
-        src = open_store(source, read_only=True)
+        src = open_store(source, read_only=True, must_exist=True)
         before = verify_store(src)
         if not before.ok:
             raise UsageError(

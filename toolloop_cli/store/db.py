@@ -74,8 +74,27 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
 
 
 def store_exists(location: str | Path) -> bool:
-    """A SQLite file that is there, or any PostgreSQL URL (opening it says if it is not)."""
-    return is_postgres_url(str(location)) or Path(location).exists()
+    """A SQLite file that is there, or any PostgreSQL URL (opening it says if it is not).
+
+    An empty file (as ``touch`` leaves it, with no write-ahead log beside it) holds no store:
+    reading it as one would write a schema into it.
+    """
+    if is_postgres_url(str(location)):
+        return True
+    path = Path(location)
+    return path.exists() and not _empty_file(path)
+
+
+def _empty_file(path: Path) -> bool:
+    wal = path.with_name(path.name + "-wal")
+    try:
+        return (
+            path.is_file()
+            and path.stat().st_size == 0
+            and (not wal.exists() or wal.stat().st_size == 0)
+        )
+    except OSError:  # unreadable: opening it says why
+        return False
 
 
 def store_file(location: str | Path) -> Path | None:
@@ -103,7 +122,9 @@ def open_store(
     """
     chosen = durability_from(durability)
     if must_exist and not store_exists(path):
-        raise UsageError(f"no store at {path}")
+        raise UsageError(
+            f"no store at {path}" + (" (an empty file)" if Path(path).exists() else "")
+        )
     if is_postgres_url(str(path)):
         return open_postgres(
             str(path), read_only=read_only, must_exist=must_exist, durability=chosen

@@ -10,8 +10,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
@@ -24,6 +25,8 @@ from toolloop_cli.service import approvals
 from toolloop_cli.service.verify import verify_store
 from toolloop_cli.service.worker import WorkerOptions, run_worker
 from toolloop_cli.store import open_store
+
+T = TypeVar("T")
 
 
 def submit(url: str, count: int, env: dict[str, str]) -> list[str]:
@@ -240,3 +243,59 @@ def test_an_operation_found_waiting_once_is_not_passed_over(
     assert (stats.failed, stats.not_run, stats.stalled) == (0, set(), {op: 1})
     assert said == []
     assert states(url, [op]) == {op: "WAITING_APPROVAL"}
+
+
+def _listeners(url: str) -> set[int]:
+    """The backends of ``url``'s database that LISTEN for runnable operations."""
+    with behind_its_back(url) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND query = 'LISTEN toolloop_runnable'"
+        ).fetchall()
+    return {int(r[0]) for r in rows}
+
+
+def _within(seconds: float, found: Callable[[], T]) -> T:
+    """What ``found`` returns once it is truthy, or when ``seconds`` have passed."""
+    deadline = time.monotonic() + seconds
+    while not (seen := found()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return seen
+
+
+def test_a_worker_whose_listen_connection_is_lost_listens_again_and_is_woken(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection a worker sleeps on (LISTEN) is terminated by the server: the worker
+    opens another and is still woken by the next submission (it used to die with the
+    connection's error)."""
+    monkeypatch.setenv("TOOLLOOP_DATA_DIR", str(tmp_path))
+    open_store(postgres_url).close()
+    stop = threading.Event()
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        try:  # a long poll: only a notification wakes it in time
+            run_worker(WorkerOptions(postgres_url, poll_s=60.0), stop=stop)
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    try:
+        first = _within(30, lambda: _listeners(postgres_url))
+        assert first, "the worker never listened"
+        with behind_its_back(postgres_url) as conn:
+            for pid in first:
+                conn.execute("SELECT pg_terminate_backend(?)", (pid,))
+        again = _within(30, lambda: _listeners(postgres_url) - first)
+        assert again and not failed, failed
+        (op_id,) = submit(postgres_url, 1, {"TOOLLOOP_DATA_DIR": str(tmp_path)})
+        ran = _within(30, lambda: states(postgres_url, [op_id])[op_id] == "WAITING_APPROVAL")
+        assert ran, states(postgres_url, [op_id])
+    finally:
+        stop.set()
+        with behind_its_back(postgres_url) as conn:  # wake it, to see the stop
+            conn.execute("SELECT pg_notify('toolloop_runnable', 'stop')")
+        thread.join(timeout=60)
+    assert not thread.is_alive() and failed == []

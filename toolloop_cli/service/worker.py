@@ -21,15 +21,19 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from toolloop_cli.engine.clock import iso
 from toolloop_cli.errors import OperationBusy, ToolloopError
 from toolloop_cli.store import Store, lease, open_store
 
 from . import operations
+
+if TYPE_CHECKING:
+    import psycopg
 
 #: the states a worker steps an operation out of (WAITING_APPROVAL only once nothing pends)
 _MID_LOOP = ("MODEL_REQUESTED", "VALIDATING", "EXECUTING", "RESULTS_READY")
@@ -261,22 +265,62 @@ def _take_one(
 
 
 class _Waker:
-    """A PostgreSQL connection that LISTENs for runnable operations."""
+    """A PostgreSQL connection that LISTENs for runnable operations.
+
+    A connection that is lost (a server restart, a fail-over, ``pg_terminate_backend``) is
+    opened again at the next wait, not the end of the worker: the wait it broke returns at
+    once (a notification sent meanwhile was missed, so the worker looks), and while the
+    server cannot be reached the worker looks every ``poll_s``."""
 
     def __init__(self, url: str, poll_s: float) -> None:
+        self.url = url
+        self.poll_s = poll_s
+        self.conn: psycopg.Connection[Any] | None = self._listen()
+
+    def _listen(self) -> psycopg.Connection[Any] | None:
+        """A new listening connection; None when the server cannot be reached now."""
         import psycopg
 
         from toolloop_cli.store.pg_settings import connect_kwargs
         from toolloop_cli.store.postgres import RUNNABLE_CHANNEL
 
-        self.poll_s = poll_s
-        self.conn = psycopg.connect(url, autocommit=True, **connect_kwargs(url))
-        self.conn.execute(f"LISTEN {RUNNABLE_CHANNEL}")
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, **connect_kwargs(self.url))
+        except psycopg.Error:
+            return None
+        try:
+            conn.execute(f"LISTEN {RUNNABLE_CHANNEL}")
+        except psycopg.Error:
+            _close(conn)
+            return None
+        return conn
 
     def wait(self) -> None:
-        """Return on the first notification, or after ``poll_s``."""
-        for _ in self.conn.notifies(timeout=self.poll_s, stop_after=1):
-            break
+        """Return on the first notification, or after ``poll_s``; at once when the
+        connection was lost (and opened again)."""
+        import psycopg
+
+        if self.conn is None:
+            self.conn = self._listen()
+            if self.conn is None:
+                time.sleep(self.poll_s)
+            return
+        try:
+            for _ in self.conn.notifies(timeout=self.poll_s, stop_after=1):
+                break
+        except psycopg.Error:
+            _close(self.conn)
+            self.conn = self._listen()
 
     def close(self) -> None:
-        self.conn.close()
+        if self.conn is not None:
+            _close(self.conn)
+            self.conn = None
+
+
+def _close(conn: psycopg.Connection[Any]) -> None:
+    """Close ``conn`` (a lost one may fail to: it is gone anyway)."""
+    import psycopg
+
+    with suppress(psycopg.Error, OSError):
+        conn.close()

@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from support.paths import REFUND_OPENAI, REGISTRY, TASK
+from support.paths import REFUND_OPENAI, REGISTRY, ROOT, TASK
 from support.postgres import table_names, with_params
 from support.stores import behind_its_back
 from typer.testing import CliRunner
@@ -116,3 +116,16 @@ def test_a_lock_held_past_lock_timeout_is_a_busy_store_and_nothing_is_written(
         assert conn.execute("SELECT count(*) FROM operations").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == (0,)
     assert "operations" in table_names(postgres_url)
+
+
+def test_the_readme_states_the_waits_the_store_uses() -> None:
+    """The PostgreSQL section names the connect and lock timeouts as the code sets them, and
+    its quick start makes the store with a command that creates one (``runs`` never does)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## PostgreSQL and workers") :]
+    section = section[: section.index("\n## ", 1)]
+    assert f"gives up after {pg_settings.CONNECT_TIMEOUT_S} s" in section
+    assert f"at most {pg_settings.LOCK_TIMEOUT.removesuffix('s')} s for a" in section
+    assert "ENCODING 'UTF8'" in section and "not a toolloop store" in section
+    quick_start = section[section.index("```sh") : section.index("```", section.index("```sh") + 5)]
+    assert "toolloop runs" not in quick_start

@@ -14,6 +14,7 @@ each into exit code 2 and one line on stderr. Anything else escaping is a bug.
       IllegalTransition          the state machine refused from -> to
       StoreError                 the store cannot be opened or written
         TamperedStore            a stored value no longer matches its hash; never repaired
+        StoreBusy                another process held a lock past lock_timeout; nothing written
       ApprovalError              expired, wrong approver, already decided, digest or policy mismatch
         AlreadyDecided           a second decision on the same approval
       RegistryDrift              a tool changed or was removed since a call of it was allowed
@@ -47,6 +48,7 @@ __all__ = [
     "OperationTerminal",
     "RegistryDrift",
     "RegistryError",
+    "StoreBusy",
     "StoreError",
     "TamperedStore",
     "ToolloopError",
@@ -128,6 +130,11 @@ class StoreError(ToolloopError):
 
 class TamperedStore(StoreError):
     """A stored value no longer matches the hash it was committed with."""
+
+
+class StoreBusy(StoreError):
+    """A PostgreSQL statement waited for another process's lock past ``lock_timeout``; its
+    transaction was rolled back, so nothing of it was written."""
 
 
 class ApprovalError(ToolloopError):

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psycopg
 import pytest
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
 from support.stores import behind_its_back
@@ -24,7 +25,7 @@ from toolloop_cli.examples.refunds import ledger_refunds
 from toolloop_cli.service import approvals
 from toolloop_cli.service.verify import verify_store
 from toolloop_cli.service.worker import WorkerOptions, run_worker
-from toolloop_cli.store import open_store
+from toolloop_cli.store import open_store, pg_settings
 
 T = TypeVar("T")
 
@@ -299,3 +300,28 @@ def test_a_worker_whose_listen_connection_is_lost_listens_again_and_is_woken(
             conn.execute("SELECT pg_notify('toolloop_runnable', 'stop')")
         thread.join(timeout=60)
     assert not thread.is_alive() and failed == []
+
+
+def test_a_claim_that_waits_past_lock_timeout_takes_nothing_and_the_worker_goes_on(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the lease row of a runnable operation locked (frozen mid-commit)
+    past ``lock_timeout``: the worker's claim takes nothing that time and counts it busy,
+    instead of the worker stopping on the busy store; once the lock is gone it is taken."""
+    monkeypatch.setenv("TOOLLOOP_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(pg_settings, "LOCK_TIMEOUT", "1s")
+    (op_id,) = submit(postgres_url, 1, {"TOOLLOOP_DATA_DIR": str(tmp_path)})
+    with behind_its_back(postgres_url) as conn:  # a lease expired long ago: stale
+        conn.execute(
+            "INSERT INTO leases (operation_id, token, pid, host, acquired_at, expires_at)"
+            " VALUES (?, 'theirs', 1, 'elsewhere', 0, 1)",
+            (op_id,),
+        )
+    with psycopg.connect(postgres_url) as frozen:
+        frozen.execute("SELECT * FROM leases FOR UPDATE")
+        stats = run_worker(WorkerOptions(postgres_url, drain=True, poll_s=0.2))
+        assert (stats.taken, stats.busy) == (0, 1)
+        frozen.rollback()
+    stats = run_worker(WorkerOptions(postgres_url, drain=True, poll_s=0.2))
+    assert stats.taken == 1
+    assert states(postgres_url, [op_id]) == {op_id: "WAITING_APPROVAL"}

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from toolloop_cli.engine.clock import iso
-from toolloop_cli.errors import OperationBusy, ToolloopError
+from toolloop_cli.errors import OperationBusy, StoreBusy, ToolloopError
 from toolloop_cli.store import Store, lease, open_store
 
 from . import operations
@@ -92,6 +92,8 @@ class WorkerStats:
     """What a worker did: operations stepped, and how each run stopped."""
 
     taken: int = 0
+    #: runs that lost their lease to another process, and claims that met a lease row
+    #: another process held locked past lock_timeout (nothing taken; looked at again)
     busy: int = 0
     failed: int = 0
     #: operations that could not go on here: not taken again by this worker (a store written
@@ -221,7 +223,14 @@ def _take_one(
     """Claim the oldest runnable operation and run it to a pause or an end; False if none."""
     with stats.lock:
         skip = set(stats.not_run)
-    taken = claim(store, tenant=options.tenant, ttl_s=options.lease_ttl_s, skip=skip)
+    try:
+        taken = claim(store, tenant=options.tenant, ttl_s=options.lease_ttl_s, skip=skip)
+    except StoreBusy:
+        # a lease row another process held locked past lock_timeout (one frozen mid-commit):
+        # nothing taken this time; the next look tries again
+        with stats.lock:
+            stats.busy += 1
+        return False
     if taken is None:
         return False
     op_id = taken.operation_id

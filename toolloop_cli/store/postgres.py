@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from toolloop_cli.errors import StoreError
+from toolloop_cli.errors import StoreBusy, StoreError
 
 if TYPE_CHECKING:
     import psycopg
@@ -170,7 +170,7 @@ class PgConnection:
                 f"lost the connection to store {self.location} ({first_line(exc)}); {outcome}"
             )
         if isinstance(exc, errors.LockNotAvailable):
-            return StoreError(
+            return StoreBusy(
                 f"store is busy: another process holds a lock on {self.location} longer "
                 "than lock_timeout allows; nothing was written by this change, try again"
             )

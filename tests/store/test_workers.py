@@ -13,19 +13,23 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
+from support.postgres import Server
 from support.stores import behind_its_back
 from typer.testing import CliRunner
 
 from toolloop_cli.cli import app
+from toolloop_cli.errors import StoreError
 from toolloop_cli.examples.refunds import ledger_refunds
 from toolloop_cli.service import approvals
 from toolloop_cli.service.verify import verify_store
 from toolloop_cli.service.worker import WorkerOptions, run_worker
 from toolloop_cli.store import open_store, pg_settings
+from toolloop_cli.store.pg_pool import PgStorePool
 
 T = TypeVar("T")
 
@@ -325,3 +329,26 @@ def test_a_claim_that_waits_past_lock_timeout_takes_nothing_and_the_worker_goes_
     stats = run_worker(WorkerOptions(postgres_url, drain=True, poll_s=0.2))
     assert stats.taken == 1
     assert states(postgres_url, [op_id]) == {op_id: "WAITING_APPROVAL"}
+
+
+def test_a_pool_that_cannot_reach_its_database_is_one_store_error(
+    postgres_server: Server, postgres_url: str
+) -> None:
+    """The database refuses every connection (its server restarting, a fail-over): a
+    worker's borrow gives up at the pool's timeout with a ``StoreError`` (one line, exit 2)
+    naming the store, not the pool's own exception and a traceback."""
+    pool = PgStorePool(postgres_url, 1)
+    pool.pool.timeout = 2.0
+    name = urlsplit(postgres_url).path.lstrip("/")
+    with psycopg.connect(postgres_server.url, autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,)
+        )
+        try:
+            with pytest.raises(StoreError, match=r"^cannot reach store postgresql://\S+: no conn"):
+                with pool.store():
+                    pass
+        finally:
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            pool.close()

@@ -9,20 +9,29 @@ last commit, and its lease lets the next run take it over.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from toolloop_cli.errors import StoreError
 
 from .db import DATA_DIR_ENV, open_store
 from .durability import Durability, durability_from
 from .pg_settings import connect_kwargs
-from .postgres import PgConnection, connect_postgres, redacted
+from .postgres import PgConnection, connect_postgres, first_line, redacted
 from .repo import Store
 
 if TYPE_CHECKING:
     import psycopg
+
+
+#: the pool reports each failed reconnection as a warning; with no logging configured Python
+#: would print them on stderr, around the one line a command prints: kept for those who
+#: configure logging
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 
 class PgStorePool:
@@ -49,8 +58,21 @@ class PgStorePool:
 
     @contextmanager
     def store(self) -> Iterator[Store]:
-        """A store over a borrowed connection, returned to the pool at the end of the block."""
-        with self.pool.connection() as raw:
+        """A store over a borrowed connection, returned to the pool at the end of the block.
+
+        No connection within the pool's timeout (the server down, or refusing connections,
+        longer than that) is a ``StoreError``: one line, not the pool's traceback."""
+        from psycopg_pool import PoolTimeout
+
+        borrowed = ExitStack()
+        try:
+            raw = borrowed.enter_context(self.pool.connection())
+        except PoolTimeout as exc:
+            raise StoreError(
+                f"cannot reach store {redacted(self.url)}: no connection could be made in "
+                f"{self.pool.timeout:g} s ({first_line(exc)})"
+            ) from exc
+        with borrowed:
             yield Store(
                 PgConnection(raw, owned=False, location=redacted(self.url)),
                 redacted(self.url),

@@ -222,6 +222,32 @@ def test_results_are_one_user_message_of_tool_results_in_order() -> None:
     assert ADAPTER.result_items([]) == []
 
 
+def test_consecutive_assistant_messages_are_one_turn_answered_by_the_next_message() -> None:
+    """The API combines consecutive messages of one role: each call of one answer written as
+    its own assistant message is answered by the one user message after them."""
+    one = {"role": "assistant", "content": [tool_use("toolu_a")]}
+    two = {"role": "assistant", "content": [tool_use("toolu_b")]}
+    results = {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_a", "content": "{}"},
+        {"type": "tool_result", "tool_use_id": "toolu_b", "content": "{}"},
+    ]}  # fmt: skip
+    user = {"role": "user", "content": "x"}
+    request = ADAPTER.build_request([user, one, two, results], [], SETTINGS)
+    assert [m["role"] for m in request.body["messages"]] == [
+        "user",
+        "assistant",
+        "assistant",
+        "user",
+    ]
+    half = {**results, "content": results["content"][:1]}
+    with pytest.raises(AdapterError) as raised:
+        ADAPTER.build_request([user, one, two, half], [], SETTINGS)
+    assert (
+        "messages[3] must open with one tool_result for each tool_use of messages[1..2]"
+        " (toolu_a, toolu_b); the tool_results it opens with answer: toolu_a"
+    ) in str(raised.value)
+
+
 def test_a_conversation_that_breaks_tool_result_pairing_is_never_sent() -> None:
     assistant = {"role": "assistant", "content": [tool_use("toolu_a"), tool_use("toolu_b")]}
     late = {"role": "user", "content": [

@@ -480,14 +480,13 @@ def test_a_recording_that_ends_on_a_call_nobody_answered_stops_there(
 def test_a_history_toolloop_would_not_send_is_one_clear_line_and_nothing_written(
     cli: Invoke, tmp_path: Path, store_path: Path
 ) -> None:
-    """A first request whose history has a tool_use not answered in the next message (two
-    assistant messages in a row): toolloop refuses to send such a conversation, so the
-    cassette cannot be replayed; nothing is written."""
+    """A first request whose history has a tool_use not answered first thing in the next
+    message (text before the tool_result): toolloop refuses to send such a conversation, so
+    the cassette cannot be replayed; nothing is written."""
     history = [
         HISTORY[0],
         {"role": "assistant", "content": [an_use("toolu_a", "get_weather", {"location": "Oslo"})]},
-        {"role": "assistant", "content": [an_text("Let me check.")]},
-        {"role": "user", "content": [an_result("toolu_a", "cold")]},
+        {"role": "user", "content": [an_text("Here:"), an_result("toolu_a", "cold")]},
     ]
     body = {"model": "claude-3", "max_tokens": 500, "messages": history, "tools": WEATHER_TOOLS}
     path = write(

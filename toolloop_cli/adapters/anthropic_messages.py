@@ -7,7 +7,8 @@ Continuation: stateless, like every adapter but Gemini Interactions. The convers
 blocks, ``thinking`` with its ``signature`` included), then one user message holding one
 ``tool_result`` block per ``tool_use`` of that assistant message, results first and nothing
 before them. ``build_request`` refuses a conversation that breaks that pairing rather than
-sending one the API would reject.
+sending one the API would reject. Consecutive messages of one role are one turn, as the API
+combines them (a recorded history may hold each call of one answer as its own message).
 
 Stop reasons, every one mapped:
 
@@ -30,6 +31,7 @@ say otherwise.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -146,31 +148,50 @@ class AnthropicMessagesAdapter(MessagesReader):
 
 
 def _check_pairing(messages: Sequence[JSONObject]) -> None:
-    """Every ``tool_use`` is answered in the next message, by ``tool_result`` blocks first."""
-    for index, message in enumerate(messages[:-1]):
-        content = message.get("content")
-        if message.get("role") != "assistant" or not isinstance(content, list):
+    """Every ``tool_use`` is answered in the next turn, by ``tool_result`` blocks first.
+
+    Consecutive messages of one role are one turn, as the API combines them: two assistant
+    messages in a row (a client that wrote each call of one answer as its own message) are
+    answered together by the user message after them.
+    """
+    turns = _turns(messages)
+    for (first, last, role, content), (following, _, _, reply) in itertools.pairwise(turns):
+        if role != "assistant":
             continue
         wanted = [
             b.get("id") for b in content if isinstance(b, dict) and b.get("type") == "tool_use"
         ]
         if not wanted:
             continue
-        reply = messages[index + 1].get("content")
-        blocks = reply if isinstance(reply, list) else []
         leading: list[Any] = []
-        for block in blocks:
+        for block in reply:
             if not isinstance(block, dict) or block.get("type") != "tool_result":
                 break
             leading.append(block.get("tool_use_id"))
         if sorted(map(str, leading)) != sorted(map(str, wanted)):
             found = ", ".join(map(str, leading)) or "none"
+            asked = f"messages[{first}]" if first == last else f"messages[{first}..{last}]"
             raise AdapterError(  # counted from 0, as conversations and interactions are
-                f"anthropic messages: messages[{index + 1}] must open with one tool_result for "
-                f"each tool_use of messages[{index}] ({', '.join(map(str, wanted))}); "
+                f"anthropic messages: messages[{following}] must open with one tool_result for "
+                f"each tool_use of {asked} ({', '.join(map(str, wanted))}); "
                 f"the tool_results it opens with answer: {found}",
                 provider=_PROVIDER,
             )
+
+
+def _turns(messages: Sequence[JSONObject]) -> list[tuple[int, int, Any, list[Any]]]:
+    """(first index, last index, role, blocks) of each run of messages of one role."""
+    turns: list[tuple[int, int, Any, list[Any]]] = []
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        role = message.get("role")
+        if turns and turns[-1][2] == role:
+            first, _, _, earlier = turns[-1]
+            turns[-1] = (first, index, role, [*earlier, *blocks])
+        else:
+            turns.append((index, index, role, list(blocks)))
+    return turns
 
 
 def parse_message(data: Any, raw_inputs: Mapping[int, str] | None = None) -> ModelTurn:

@@ -17,7 +17,7 @@ Every problem is a ``TranscriptError`` with one line naming the file, never a tr
 cassette is untrusted input: files over ``MAX_CASSETTE_BYTES`` are refused unread (and so is
 one that decompresses to more), YAML aliases and duplicate keys are refused (``strict_yaml``),
 and a compressed body is inflated a piece at a time, refused once it passes ``MAX_BODY_BYTES``,
-the cap of a live answer.
+the cap of a live answer (``encoded.py``).
 ``dump_cassette`` writes the vcrpy shape atomically and always scrubs secret headers, and
 credentials in URIs (``user:password@`` and ``?key=``-style parameters).
 """
@@ -30,7 +30,7 @@ import os
 import secrets
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,12 +38,12 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import yaml
 
-from toolloop_cli.adapters._answer import MAX_BODY_BYTES
 from toolloop_cli.errors import NestedTooDeep, TranscriptError
 from toolloop_cli.strict_json import MAX_DEPTH, deeper_than
 from toolloop_cli.tools import strict_yaml
 
 from .detect import detect_api
+from .encoded import GZIP_MAGIC, Oversized, decoded, decompress
 from .paired import LAYOUT_KEYS, paired_interactions
 from .shapes import CassetteLoader, Problem, body_of, headers_of, status_of
 
@@ -84,8 +84,6 @@ SECRET_QUERY = frozenset({"key", "api_key", "api-key", "apikey", "access_token",
 #: The largest cassette file read (checked before parsing); a recording of 10,000 turns is
 #: tens of MiB, and parsing costs a few times the file in memory.
 MAX_CASSETTE_BYTES = 256 * 1024 * 1024
-#: How gzip data starts: a compressed cassette file, or a body recorded still compressed.
-GZIP_MAGIC = b"\x1f\x8b"
 
 _DumperBase: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -187,8 +185,8 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
 def _gunzipped(data: bytes, name: str) -> bytes:
     """A gzip-compressed cassette file, decompressed, never past ``MAX_CASSETTE_BYTES``."""
     try:
-        return _decompress(data, zlib.MAX_WBITS | 16, MAX_CASSETTE_BYTES, members=True)
-    except _Oversized:
+        return decompress(data, zlib.MAX_WBITS | 16, MAX_CASSETTE_BYTES, members=True)
+    except Oversized:
         raise TranscriptError(
             f"transcript {name}: decompresses to more than {MAX_CASSETTE_BYTES} bytes"
         ) from None
@@ -253,132 +251,19 @@ def _interaction(node: Any) -> Interaction:
     method = request.get("method", "POST")
     if not isinstance(method, str):
         raise Problem("request 'method' is not a string")
-    request_headers, request_body = _decoded(
+    request_headers, request_body = decoded(
         headers_of(request.get("headers"), "request"), body_of(request, "request"), "request"
     )
     recorded_request = RecordedRequest(
         method=method.upper(), uri=uri, headers=request_headers, body=request_body
     )
-    response_headers, response_body = _decoded(
+    response_headers, response_body = decoded(
         headers_of(response.get("headers"), "response"), body_of(response, "response"), "response"
     )
     recorded_response = RecordedResponse(
         status=status_of(response), headers=response_headers, body=response_body or b""
     )
     return Interaction.of(recorded_request, recorded_response)
-
-
-#: the content codings toolloop undoes
-_DECODED = ("gzip", "x-gzip", "deflate")
-
-
-def _decoded(
-    headers: dict[str, list[str]], body: bytes | None, where: str
-) -> tuple[dict[str, list[str]], bytes | None]:
-    """A gzip/deflate body (as vcrpy records it by default) decoded; the header then dropped."""
-    codings = [c.strip().lower() for v in headers.get("content-encoding", []) for c in v.split(",")]
-    if body is None or not any(c in _DECODED for c in codings):
-        return headers, _as_recorded(body, where, codings)
-    if body.startswith(GZIP_MAGIC):
-        layers = sum(1 for c in codings if c in ("gzip", "x-gzip"))
-        body = _inflate(body, True, where, codings)
-        for _ in range(layers - 1):  # "gzip, gzip": each layer undone in turn
-            if body.startswith(GZIP_MAGIC):
-                body = _inflate(body, True, where, codings)
-    elif "deflate" in codings:
-        body = _inflate(body, False, where, codings)
-    else:  # already decoded by the recorder
-        return headers, _as_recorded(body, where, codings)
-    kept = {k: v for k, v in headers.items() if k not in ("content-encoding", "content-length")}
-    return kept, body
-
-
-def _as_recorded(body: bytes | None, where: str, codings: list[str]) -> bytes | None:
-    """A body kept as recorded: when its header names an encoding toolloop does not undo
-    (``br``, ``zstd``) or one it does not hold (gzip without gzip data), it must be the text
-    the recorder already decoded; else the cassette, not the provider, is what is unusable."""
-    encoded = [c for c in codings if c not in ("identity", "")]
-    if body is None or not encoded:
-        return body
-    try:
-        body.decode("utf-8")
-    except UnicodeDecodeError:
-        said = ", ".join(encoded)
-        if all(c in _DECODED for c in encoded):
-            raise Problem(
-                f"{where} body says content-encoding {said} but is neither that nor text"
-            ) from None
-        raise Problem(
-            f"{where} body says content-encoding {said} and is not text: toolloop decodes gzip"
-            " and deflate only (record with the recorder's decoding on)"
-        ) from None
-    return body
-
-
-def _inflate(body: bytes, gzip: bool, where: str, codings: list[str]) -> bytes:
-    """Decompress (every gzip member), never holding more than ``MAX_BODY_BYTES + 1`` out.
-
-    Deflate comes zlib-wrapped (starting ``x``) or raw, as servers send both.
-    """
-    if gzip:
-        wbits = zlib.MAX_WBITS | 16
-    else:
-        wbits = zlib.MAX_WBITS if body[:1] == b"x" else -zlib.MAX_WBITS
-    try:
-        return _decompress(body, wbits, MAX_BODY_BYTES, members=gzip)
-    except _Oversized:
-        raise Problem(
-            f"{where} body ({', '.join(codings)}) decodes to more than {MAX_BODY_BYTES} bytes"
-        ) from None
-    except zlib.error as exc:
-        raise Problem(
-            f"{where} body says content-encoding {', '.join(codings)} but does not decode: {exc}"
-        ) from None
-
-
-class _Oversized(Exception):
-    """Compressed data that decompresses to more than its limit."""
-
-
-def _decompress(data: bytes, wbits: int, limit: int, *, members: bool) -> bytes:
-    """``data`` decompressed (``_Oversized`` past ``limit``); ``members``: every gzip member,
-    and zero padding after them, as ``gzip.decompress`` reads them. A ``zlib.error`` when it
-    does not decompress. Data that could inflate past ``limit`` is measured first, holding one
-    piece at a time, so a bomb is refused without ever holding ``limit`` bytes; only data
-    within the limit is inflated to keep."""
-    if len(data) * _MAX_RATIO > limit:
-        for _ in _inflated(data, wbits, limit, members=members):
-            pass
-    return b"".join(_inflated(data, wbits, limit, members=members))
-
-
-#: the most deflate inflates one byte to (its longest match, 258 bytes, costs 2 bits)
-_MAX_RATIO = 1032
-
-
-#: how much inflated data is handed out at a time
-_PIECE = 1 << 20
-
-
-def _inflated(data: bytes, wbits: int, limit: int, *, members: bool) -> Iterator[bytes]:
-    """``data`` inflated, a piece of at most ``_PIECE`` bytes at a time."""
-    total = 0
-    rest = data
-    while rest:
-        inflater = zlib.decompressobj(wbits)
-        pending = rest
-        while pending:
-            piece = inflater.decompress(pending, _PIECE)
-            pending = inflater.unconsumed_tail
-            if not pending:
-                piece += inflater.flush()
-            total += len(piece)
-            if total > limit:
-                raise _Oversized
-            yield piece
-        if not inflater.eof:
-            raise zlib.error("the compressed data ends early")
-        rest = inflater.unused_data.lstrip(b"\x00") if members else b""
 
 
 def scrub_headers(headers: Mapping[str, list[str] | str]) -> dict[str, list[str]]:

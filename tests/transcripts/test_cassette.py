@@ -436,14 +436,16 @@ def test_replay_serves_in_order_skipping_other_endpoints() -> None:
     assert [i.response.body for i in transport.served] == [b"first", b"second"]
     with pytest.raises(TranscriptError) as info:
         transport.send(request(3))
-    assert str(info.value) == "transcript mixed.yaml has no recorded response left for request 3"
+    assert str(info.value) == (
+        "transcript mixed.yaml has no recorded response left for request 2 (counted from 0)"
+    )
     assert len(transport.sent) == 3 and transport.remaining == 0
 
 
 def test_replay_for_an_explicit_api() -> None:
     transport = ReplayTransport(mixed(), api=("anthropic", "messages"))
     assert transport.send(request(1)).body == b"claude"
-    with pytest.raises(TranscriptError, match="for request 2"):
+    with pytest.raises(TranscriptError, match=r"for request 1 \(counted from 0\)"):
         transport.send(request(2))
 
 

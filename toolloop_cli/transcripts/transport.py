@@ -71,7 +71,7 @@ class ReplayTransport:
         if self.remaining <= 0:
             raise TranscriptError(
                 f"transcript {self.cassette.path} has no recorded response left "
-                f"for request {len(self.sent)}"
+                f"for request {len(self.sent) - 1} (counted from 0)"
             )
         interaction = self._queue[len(self.served)]
         self.served.append(interaction)

@@ -93,6 +93,26 @@ def test_every_session_waits_for_a_lock_at_most_a_minute_unless_told_otherwise(
         store.close()
 
 
+@pytest.mark.parametrize("set_by", ["default", "url"])
+def test_a_server_gone_silent_mid_session_is_given_up_on_within_a_minute(
+    postgres_url: str, set_by: str
+) -> None:
+    """TCP keepalives (probes after 30 s of silence, every 10 s, 3 unanswered) and a 60 s
+    limit on unacknowledged data are asked of libpq on every store connection, so a
+    partition ends the command instead of the operating system's two hours; a value the URL
+    sets is kept."""
+    url = postgres_url if set_by == "default" else with_params(postgres_url, keepalives_idle="5")
+    store = open_store(url)
+    try:
+        params = store.conn.raw.info.get_parameters()  # type: ignore[attr-defined]
+    finally:
+        store.close()
+    idle = "30" if set_by == "default" else "5"
+    assert (params["keepalives"], params["keepalives_idle"]) == ("1", idle)
+    assert (params["keepalives_interval"], params["keepalives_count"]) == ("10", "3")
+    assert params["tcp_user_timeout"] == "60000"
+
+
 def test_a_lock_held_past_lock_timeout_is_a_busy_store_and_nothing_is_written(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,9 @@ All of it travels in the connection's startup packet (libpq's ``options`` and
 - ``lock_timeout`` ``LOCK_TIMEOUT``, unless the URL's ``options`` or ``PGOPTIONS`` set one
   (any value, ``0`` included, is kept): a lock another process holds is waited for that
   long, then the statement fails and is reported as a busy store, nothing written;
+- TCP keepalives (``KEEPALIVES``, each unless the URL sets it): a server that vanishes
+  mid-session (a partition, a host gone) is given up on within about a minute, not after
+  the operating system's two hours of silence;
 - ``client_encoding`` ``UTF8`` whatever the environment says, and a database whose server
   encoding is not UTF8 is refused (``check_encoding``, from what the server reports at
   connect): toolloop's text is Unicode and its hashes are over UTF-8 bytes;
@@ -30,6 +33,16 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT_S = 15
 #: how long a statement waits for a lock another process holds (PostgreSQL's syntax)
 LOCK_TIMEOUT = "60s"
+#: libpq's TCP keepalive and unacknowledged-data limits (ignored on a Unix socket): probes
+#: after 30 s of silence, every 10 s, 3 unanswered end the connection; data the server has
+#: not acknowledged for 60 s ends it too
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 60_000,
+}
 #: the only encoding a store's database and sessions may have
 ENCODING = "UTF8"
 
@@ -45,6 +58,7 @@ def connect_kwargs(
     kwargs: dict[str, Any] = {"client_encoding": ENCODING}
     if "connect_timeout" not in params and not os.environ.get("PGCONNECT_TIMEOUT"):
         kwargs["connect_timeout"] = CONNECT_TIMEOUT_S
+    kwargs.update((k, v) for k, v in _keepalives().items() if k not in params)
     user = params.get("options")
     if user is None:
         user = os.environ.get("PGOPTIONS", "")
@@ -57,6 +71,16 @@ def connect_kwargs(
         options.append("-c default_transaction_read_only=on")
     kwargs["options"] = " ".join(options)
     return kwargs
+
+
+def _keepalives() -> dict[str, int]:
+    """``KEEPALIVES`` as the libpq in use takes them (``tcp_user_timeout`` is libpq 12's:
+    an older one refuses to connect with an option it does not know)."""
+    from psycopg import pq
+
+    if pq.version() >= 120000:
+        return KEEPALIVES
+    return {k: v for k, v in KEEPALIVES.items() if k != "tcp_user_timeout"}
 
 
 def _params(url: str) -> dict[str, Any]:

@@ -204,6 +204,15 @@ def _finds_it_waiting(monkeypatch: pytest.MonkeyPatch, run_it: bool) -> None:
     monkeypatch.setattr(operations, "resume", finds_it_waiting)
 
 
+def _one_submitted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """A SQLite store with one operation submitted (``run --detach``), and its id."""
+    url = str(tmp_path / "store.db")
+    env = {"TOOLLOOP_DATA_DIR": str(tmp_path / "data")}
+    monkeypatch.setenv("TOOLLOOP_DATA_DIR", env["TOOLLOOP_DATA_DIR"])
+    (op,) = submit(url, 1, env)
+    return url, op
+
+
 def _drain(url: str) -> tuple[Any, list[tuple[str, str]]]:
     said: list[tuple[str, str]] = []
     stop = threading.Event()  # a regression would take it for ever: stopped, then failed
@@ -224,10 +233,7 @@ def test_an_operation_found_waiting_on_every_take_is_passed_over(
     """Whatever makes the store list an operation as runnable while every run finds it still
     waiting (a row written around toolloop that no check names yet), taking it again would
     change nothing: after three takes the worker names it, passes it over, and a drain ends."""
-    url = str(tmp_path / "store.db")
-    env = {"TOOLLOOP_DATA_DIR": str(tmp_path / "data")}
-    monkeypatch.setenv("TOOLLOOP_DATA_DIR", env["TOOLLOOP_DATA_DIR"])
-    (op,) = submit(url, 1, env)
+    url, op = _one_submitted(tmp_path, monkeypatch)
     _finds_it_waiting(monkeypatch, run_it=False)
     stats, said = _drain(url)
     assert (stats.failed, stats.not_run, stats.taken, stats.stalled) == (1, {op}, 0, {op: 3})
@@ -239,10 +245,7 @@ def test_an_operation_found_waiting_once_is_not_passed_over(
 ) -> None:
     """Found waiting once is a race (another process ran it on to a new approval after it
     was listed): the operation stays this worker's to take once that approval is decided."""
-    url = str(tmp_path / "store.db")
-    env = {"TOOLLOOP_DATA_DIR": str(tmp_path / "data")}
-    monkeypatch.setenv("TOOLLOOP_DATA_DIR", env["TOOLLOOP_DATA_DIR"])
-    (op,) = submit(url, 1, env)
+    url, op = _one_submitted(tmp_path, monkeypatch)
     _finds_it_waiting(monkeypatch, run_it=True)
     stats, said = _drain(url)
     assert (stats.failed, stats.not_run, stats.stalled) == (0, set(), {op: 1})

@@ -1,10 +1,11 @@
 """A SQLite store keeps each audit record deflated; the chain still binds the record's text.
 
-These tests hold that records are written as BLOBs whose inflated text is what
-``record_sha256`` hashes, that a log mixing text records (a store written before) and
-deflated ones verifies, and that a stored record changed in any way the format allows (its
-bytes, its text forged and deflated again, a BLOB that inflates past the limit, one that is
-no deflate stream) is reported under its seq, never a traceback.
+These tests hold that records are written as BLOBs, deflated against the record dictionary,
+whose inflated text is what ``record_sha256`` hashes; that a log mixing text records and
+records deflated without a dictionary (stores written before) with new ones verifies; and
+that a stored record changed in any way the format allows (its bytes, its text forged and
+deflated again, a BLOB that inflates past the limit, one that is no deflate stream, one
+naming a dictionary toolloop does not know) is reported under its seq, never a traceback.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from support.stores import behind_its_back, demo_store, tampered_copy
 from typer.testing import CliRunner
 
 from toolloop_cli.audit import stored
+from toolloop_cli.audit.record_dictionary import DICTIONARIES, RECORD_DICTIONARY_V1
 from toolloop_cli.audit.stored import MAX_RECORD_BYTES, pack_record, record_text
 from toolloop_cli.cli import app
 from toolloop_cli.service.verify import verify_store
@@ -50,11 +52,55 @@ def test_each_record_is_kept_deflated_and_hashed_over_its_text(demo: Path) -> No
     assert rows
     for value, digest in rows:
         assert isinstance(value, bytes)
-        text = zlib.decompress(value).decode()
+        # the zlib header names the dictionary: FDICT set, then its Adler-32 (RFC 1950)
+        assert value[1] & 0x20
+        assert int.from_bytes(value[2:6], "big") == zlib.adler32(RECORD_DICTIONARY_V1)
+        inflater = zlib.decompressobj(zdict=RECORD_DICTIONARY_V1)
+        text = inflater.decompress(value).decode()
+        assert inflater.eof
+        assert record_text(value) == text
         assert json.loads(text)["v"] >= 4
         assert digest == "sha256:" + hashlib.sha256(text.encode()).hexdigest()
-        assert len(value) < len(text.encode())
+        # the dictionary pays: smaller than the same text deflated without it
+        assert len(value) < len(zlib.compress(text.encode(), 6))
     assert verified(demo) == []
+
+
+def test_the_record_dictionary_never_changes() -> None:
+    """Records deflated against it name it by its Adler-32: changed bytes would leave every
+    such record unreadable (a new dictionary is added beside it instead)."""
+    assert zlib.adler32(RECORD_DICTIONARY_V1) == 1148212518
+    assert hashlib.sha256(RECORD_DICTIONARY_V1).hexdigest() == (
+        "1e8eaf3c2dcedd444739dadba41770d39b18f6704f48d17fc8114e1fe7a76a26"
+    )
+    assert DICTIONARIES[1148212518] is RECORD_DICTIONARY_V1
+
+
+def test_a_log_of_records_kept_every_way_verifies(demo: Path, tmp_path: Path) -> None:
+    """Text, deflated without a dictionary (stores written before), deflated with one."""
+    path = tampered_copy(demo, tmp_path / "store.db", None)
+    with behind_its_back(path) as conn:
+        conn.create_function("old_deflate", 1, lambda t: zlib.compress(t.encode(), 1))
+        conn.execute("UPDATE audit_log SET record = old_deflate(inflate(record)) WHERE seq % 3 = 1")
+        conn.execute("UPDATE audit_log SET record = inflate(record) WHERE seq % 3 = 2")
+        kept = {
+            "text" if isinstance(value, str) else f"dictionary {bool(value[1] & 0x20)}"
+            for (value,) in conn.execute("SELECT record FROM audit_log")
+        }
+    assert kept == {"text", "dictionary False", "dictionary True"}
+    assert verified(path) == []
+
+
+def test_a_record_naming_an_unknown_dictionary_is_reported(demo: Path, tmp_path: Path) -> None:
+    path = tampered_copy(demo, tmp_path / "store.db", None)
+    with behind_its_back(path) as conn:
+        (value,) = conn.execute("SELECT record FROM audit_log WHERE seq = 5").fetchone()
+        other = zlib.compressobj(zdict=b'"some other dictionary"')
+        text = record_text(value)
+        forged = other.compress(text.encode()) + other.flush()
+        assert record_text(forged) == forged  # handed back unread
+        conn.execute("UPDATE audit_log SET record = ? WHERE seq = 5", (forged,))
+    assert ("audit_log", "seq 5", "record") in verified(path)
 
 
 def test_a_log_of_text_and_deflated_records_verifies(demo: Path, tmp_path: Path) -> None:

@@ -80,9 +80,11 @@ def test_a_log_of_records_kept_every_way_verifies(demo: Path, tmp_path: Path) ->
     """Text, deflated without a dictionary (stores written before), deflated with one."""
     path = tampered_copy(demo, tmp_path / "store.db", None)
     with behind_its_back(path) as conn:
-        conn.create_function("old_deflate", 1, lambda t: zlib.compress(t.encode(), 1))
-        conn.execute("UPDATE audit_log SET record = old_deflate(inflate(record)) WHERE seq % 3 = 1")
-        conn.execute("UPDATE audit_log SET record = inflate(record) WHERE seq % 3 = 2")
+        rows = conn.execute("SELECT seq, record FROM audit_log").fetchall()
+        for seq, value in rows:
+            text = str(record_text(value))
+            kept_as = [value, zlib.compress(text.encode(), 1), text][seq % 3]
+            conn.execute("UPDATE audit_log SET record = ? WHERE seq = ?", (kept_as, seq))
         kept = {
             "text" if isinstance(value, str) else f"dictionary {bool(value[1] & 0x20)}"
             for (value,) in conn.execute("SELECT record FROM audit_log")

@@ -82,14 +82,17 @@ def _plain(value: Any) -> bool:
             if type(k) is not str or not k.isascii():  # ASCII keys: UTF-16 order = code points
                 return False
             t = type(v)
-            if t is str or v is None:
+            if t is str or v is None or (t is int and -_SAFE_INT <= v <= _SAFE_INT):
                 continue
             if not _plain(v):
                 return False
         return True
     if kind is list or kind is tuple:
         for v in value:
-            if type(v) is not str and not _plain(v):
+            t = type(v)
+            if t is str or (t is int and -_SAFE_INT <= v <= _SAFE_INT):
+                continue
+            if not _plain(v):
                 return False
         return True
     return False

@@ -110,6 +110,13 @@ class AuditWriter:
         """Whether the open transaction has written this row (its records are not sealed)."""
         return (kind, hashable_key(key)) in self._open
 
+    def last_version(self, kind: str, key: list[Any]) -> Mapping[str, Any] | None:
+        """The row as this connection last wrote it to its table (in the open transaction, or
+        as last committed), every column; None when it holds no version of it."""
+        slot = (kind, hashable_key(key))
+        pending = self._open.get(slot)
+        return pending.row if pending is not None else self._known.get(slot)
+
     def expected_updated_at(self, operation_id: str) -> object:
         """The ``updated_at`` of the operation version the next write changes (or absent)."""
         slot = ("operation", (operation_id,))

@@ -6,6 +6,13 @@ row has to reach the table, so the store keeps the calls, operations and transit
 writes here and puts them in the table when the transaction commits, or before any read that
 could see them: one ``executemany`` per kind instead of a statement per write.
 
+A row changed (not new) is updated in the columns that differ from the version this
+connection last wrote of it (``base``), or in every column it may change when there is none:
+an index whose columns did not change is not rewritten (a call's result leaves the indexes of
+its arguments and key alone), so a commit writes fewer pages. A column changed around
+toolloop in between stays as it was found, where the audit log and the checks that read the
+table back see it, rather than being written over.
+
 The compare-and-set stays what it was. A row's first held write carries the version it
 expects in the table (the call's state; the operation's state and ``updated_at``), checked
 when the batch is written; each later write of the same row is checked against the held
@@ -19,31 +26,57 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from toolloop_cli.errors import StoreError
 
 from .connection import Connection
-from .rows import CALL_COLUMNS, CALL_NAMES, OP_COLUMNS, TRANSITION_NAMES
+from .rows import CALL_COLUMNS, CALL_NAMES, OP_NAMES, TRANSITION_NAMES
 
 #: the call columns a write may change (the rest are its identity, fixed at insert)
-_CALL_SETS = ", ".join(f"{c} = ?" for c in CALL_NAMES[6:])
-_CALL_UPDATE = (
-    f"UPDATE calls SET {_CALL_SETS} WHERE operation_id = ? AND response_id = ? AND call_id = ?"
-    " AND state = ?"
-)
+_CALL_CHANGING = tuple(range(6, len(CALL_NAMES)))
 _CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({', '.join('?' for _ in CALL_NAMES)})"
-_OP_SETS = ", ".join(f"{c.strip()} = ?" for c in OP_COLUMNS.split(",")[1:])
-_OP_UPDATE = f"UPDATE operations SET {_OP_SETS} WHERE operation_id = ? AND state = ?"
+#: the operation columns a write may change (all but its id)
+_OP_CHANGING = tuple(range(1, len(OP_NAMES)))
 _TRANSITION_INSERT = (
     f"INSERT INTO transitions ({', '.join(TRANSITION_NAMES)})"
     f" VALUES ({', '.join('?' for _ in TRANSITION_NAMES)})"
 )
 _STATE = CALL_NAMES.index("state")
 _TURN = CALL_NAMES.index("turn_idx")
+_OP_STATE = OP_NAMES.index("state")
 
-#: a held row: its latest version, and what the table must hold for it to be written
+#: a held row: its latest version, what the table must hold for it to be written, and the
+#: version it changes (None: a new row, or one this connection holds no version of)
 _Held = list[Any]
+
+
+@lru_cache(maxsize=256)
+def _call_update(columns: tuple[int, ...]) -> str:
+    sets = ", ".join(f"{CALL_NAMES[i]} = ?" for i in columns)
+    return (
+        f"UPDATE calls SET {sets} WHERE operation_id = ? AND response_id = ? AND call_id = ?"
+        " AND state = ?"
+    )
+
+
+@lru_cache(maxsize=256)
+def _op_update(columns: tuple[int, ...], checks_updated_at: bool) -> str:
+    sets = ", ".join(f"{OP_NAMES[i]} = ?" for i in columns)
+    sql = f"UPDATE operations SET {sets} WHERE operation_id = ? AND state = ?"
+    return sql + " AND updated_at = ?" if checks_updated_at else sql
+
+
+def _changes(
+    row: Sequence[Any], base: Sequence[Any] | None, changing: tuple[int, ...], state: int
+) -> tuple[int, ...]:
+    """The columns of ``row`` to set: those that differ from ``base`` (all that may change
+    when there is none; the state alone when nothing did, so the write still checks it)."""
+    if base is None:
+        return changing
+    return tuple(i for i in changing if row[i] != base[i]) or (state,)
+
 
 #: the tables a flush can be limited to (a read writes only the held rows it could see)
 CALLS, OPERATIONS, TRANSITIONS = "calls", "operations", "transitions"
@@ -72,24 +105,33 @@ class HeldWrites:
         key = (row[0], row[3], row[4])
         if key in self._calls:
             raise StoreError(f"call {row[4]} of response {row[3]} is already recorded")
-        self._calls[key] = [row, None]
+        self._calls[key] = [row, None, None]
 
-    def save_call(self, row: tuple[Any, ...], expected: str) -> None:
+    def save_call(
+        self, row: tuple[Any, ...], expected: str, base: tuple[Any, ...] | None = None
+    ) -> None:
+        """Hold a changed call; ``base``: the version of it in the table, if known."""
         key = (row[0], row[3], row[4])
         held = self._calls.get(key)
         if held is None:
-            self._calls[key] = [row, expected]
+            self._calls[key] = [row, expected, base]
             return
         if held[0][_STATE] != expected:
             raise _changed(f"call {row[4]}", expected)
         held[0] = row
 
     def save_operation(
-        self, operation_id: str, row: tuple[Any, ...], expected: str, updated_at: str | None
+        self,
+        operation_id: str,
+        row: tuple[Any, ...],
+        expected: str,
+        updated_at: str | None,
+        base: tuple[Any, ...] | None = None,
     ) -> None:
+        """Hold a changed operation; ``base``: the version of it in the table, if known."""
         held = self._ops.get(operation_id)
         if held is None:
-            self._ops[operation_id] = [row, expected, updated_at]
+            self._ops[operation_id] = [row, expected, updated_at, base]
             return
         if held[0][1] != expected:
             raise _changed(f"operation {operation_id}", expected)
@@ -134,10 +176,12 @@ class HeldWrites:
             self._flush_transitions(audit)
 
     def _flush_operations(self) -> None:
-        for operation_id, (row, expected, updated_at) in self._ops.items():
-            sql, args = _OP_UPDATE, (*row[1:], operation_id, expected)
+        for operation_id, (row, expected, updated_at, base) in self._ops.items():
+            columns = _changes(row, base, _OP_CHANGING, _OP_STATE)
+            sql = _op_update(columns, updated_at is not None)
+            args = (*(row[i] for i in columns), operation_id, expected)
             if updated_at is not None:
-                sql, args = sql + " AND updated_at = ?", (*args, updated_at)
+                args = (*args, updated_at)
             if self.conn.execute(sql, args).rowcount != 1:
                 raise _changed(f"operation {operation_id}", expected)
         self._ops.clear()
@@ -151,19 +195,25 @@ class HeldWrites:
             audit("transition", dict(zip(TRANSITION_NAMES, row, strict=True)))
 
     def _flush_calls(self) -> None:
-        new = [row for row, expected in self._calls.values() if expected is None]
-        changed = [
-            (*row[6:], row[0], row[3], row[4], expected)
-            for row, expected in self._calls.values()
-            if expected is not None
-        ]
+        new = [row for row, expected, _ in self._calls.values() if expected is None]
+        changed: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}
+        for row, expected, base in self._calls.values():
+            if expected is not None:
+                columns = _changes(row, base, _CALL_CHANGING, _STATE)
+                changed.setdefault(columns, []).append(
+                    (*(row[i] for i in columns), row[0], row[3], row[4], expected)
+                )
         self._calls.clear()
         if new:
             try:
                 self.conn.executemany(_CALL_INSERT, new)
             except sqlite3.IntegrityError as exc:
                 raise StoreError(f"a call of this turn is already recorded: {exc}") from exc
-        if changed and self.conn.executemany(_CALL_UPDATE, changed).rowcount != len(changed):
+        written = sum(
+            self.conn.executemany(_call_update(columns), rows).rowcount
+            for columns, rows in changed.items()
+        )
+        if written != sum(len(rows) for rows in changed.values()):
             raise StoreError(
                 "a call of this turn is no longer in the state it was read in: "
                 "another process changed it"

@@ -30,6 +30,7 @@ from .rows import (
     OP_COLUMNS,
     OP_NAMES,
     TURN_COLUMNS,
+    as_row,
     call_from_row,
     call_row,
     dump,
@@ -131,7 +132,10 @@ class Store(ApprovalStore):
         known = self._audit.expected_updated_at(op.operation_id)
         # the version the audit record's changes are taken from must be the table's
         updated_at = known if isinstance(known, str) else None
-        self._rows.save_operation(op.operation_id, row, expected_state.value, updated_at)
+        base = self._audit.last_version("operation", [op.operation_id])
+        self._rows.save_operation(
+            op.operation_id, row, expected_state.value, updated_at, as_row(base, OP_NAMES)
+        )
         self.audit("operation", dict(zip(OP_NAMES, row, strict=True)))
         self._unless_held()
 
@@ -295,7 +299,8 @@ class Store(ApprovalStore):
         """Write ``call`` if its stored state is still ``expected_state`` (checked when the
         held write reaches the table)."""
         row = call_row(call)
-        self._rows.save_call(row, expected_state.value)
+        base = self._audit.last_version("call", [call.operation_id, call.response_id, call.call_id])
+        self._rows.save_call(row, expected_state.value, as_row(base, CALL_NAMES))
         self.audit("call", dict(zip(CALL_NAMES, row, strict=True)))
         self._unless_held()
 

@@ -7,7 +7,7 @@ module that the store and the audit checks agree on.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -109,6 +109,17 @@ APR_COLUMNS = (
     " decided_at, reason, policy_sha256"
 )
 APR_NAMES = tuple(c.strip() for c in APR_COLUMNS.split(","))
+
+
+_MISSING = object()
+
+
+def as_row(named: Mapping[str, Any] | None, names: Sequence[str]) -> tuple[Any, ...] | None:
+    """A row given by column name as a tuple in ``names`` order (None when it lacks one)."""
+    if named is None:
+        return None
+    row = tuple(named.get(n, _MISSING) for n in names)
+    return None if _MISSING in row else row
 
 
 def op_row(op: OperationRecord) -> tuple[Any, ...]:

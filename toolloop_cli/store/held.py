@@ -75,7 +75,9 @@ def _changes(
     when there is none; the state alone when nothing did, so the write still checks it)."""
     if base is None:
         return changing
-    return tuple(i for i in changing if row[i] != base[i]) or (state,)
+    first = changing[0]  # the columns that may change are the row's last ones
+    pairs = zip(changing, row[first:], base[first:], strict=True)
+    return tuple([i for i, now, was in pairs if now != was]) or (state,)
 
 
 #: the tables a flush can be limited to (a read writes only the held rows it could see)

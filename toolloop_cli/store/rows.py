@@ -111,15 +111,14 @@ APR_COLUMNS = (
 APR_NAMES = tuple(c.strip() for c in APR_COLUMNS.split(","))
 
 
-_MISSING = object()
-
-
 def as_row(named: Mapping[str, Any] | None, names: Sequence[str]) -> tuple[Any, ...] | None:
     """A row given by column name as a tuple in ``names`` order (None when it lacks one)."""
     if named is None:
         return None
-    row = tuple(named.get(n, _MISSING) for n in names)
-    return None if _MISSING in row else row
+    try:
+        return tuple(map(named.__getitem__, names))
+    except KeyError:
+        return None
 
 
 def op_row(op: OperationRecord) -> tuple[Any, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 
 class SystemClock:
@@ -27,8 +28,12 @@ def iso(moment: datetime) -> str:
     return utc.isoformat(timespec="microseconds") + "Z"
 
 
+@lru_cache(maxsize=256)
 def parse_iso(text: str) -> datetime:
-    """The inverse of ``iso``: exactly that form, nothing ``fromisoformat`` also accepts."""
+    """The inverse of ``iso``: exactly that form, nothing ``fromisoformat`` also accepts.
+
+    Kept for the last few texts (a datetime cannot change): a step reads its operation's
+    deadline several times."""
     if len(text) == 27 and text[10] == "T" and text[19] == "." and text[26] == "Z":
         try:
             return datetime.fromisoformat(text[:26]).replace(tzinfo=UTC)

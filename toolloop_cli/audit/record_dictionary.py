@@ -57,7 +57,7 @@ _TURN = (
     '\\"total_tokens\\": }"}]'
 )
 _CALL = (
-    '["call",{"approval_id":null,"argument_error":null,"arguments_json":"{\\"',
+    '["call",{"approval_id":null,"argument_error":null,"arguments_json":"{\\"'
     '"arguments_sha256":"sha256:","call_binding_sha256":null,"call_id":"call_",'
     '"finished_at":null,"idempotency_key":"idk_","model_result_json":null,"name":"",'
     '"protected_audit_json":null,"raw_arguments":"{\\"","response_id":"resp_",'
@@ -67,7 +67,7 @@ _CALL = (
     '"model_result_json":"{\\"error\\": {\\"code\\": \\"\\", \\"message\\": \\"\\"}, '
     '\\"ok\\": false}","protected_audit_json":"{\\"duration_ms\\": , \\"error\\": null, '
     '\\"result_bytes\\": , \\"status\\": \\"ok\\"}","result_sha256":"sha256:",'
-    '"state":"SUCCEEDED"},"sha256:"]',
+    '"state":"SUCCEEDED"},"sha256:"]'
 )
 _TRANSITION = (
     '["items",{"items":["sha256:","sha256:"],"start":}]'
@@ -90,7 +90,7 @@ _TRANSITION = (
 )
 
 #: the first dictionary; its bytes must never change (a test pins its Adler-32)
-RECORD_DICTIONARY_V1 = (_APPROVAL + _OPERATION + _TURN + "".join(_CALL) + _TRANSITION).encode()
+RECORD_DICTIONARY_V1 = (_APPROVAL + _OPERATION + _TURN + _CALL + _TRANSITION).encode()
 
 #: the dictionary new records are deflated with
 RECORD_DICTIONARY = RECORD_DICTIONARY_V1

@@ -173,3 +173,7 @@ def test_text_that_is_not_a_record_is_handed_back_unchanged() -> None:
     assert record_text(zlib.compress(b"\xc3\xff")) == zlib.compress(b"\xc3\xff")  # not UTF-8
     trailing = zlib.compress(b"{}") + b"junk"
     assert record_text(trailing) == trailing
+    # a header naming the dictionary, cut short or followed by nothing that inflates
+    named = b"x\xbb" + zlib.adler32(RECORD_DICTIONARY_V1).to_bytes(4, "big")
+    for cut in (b"x\xbb", named[:4], named, named + b"\x00\x00"):
+        assert record_text(cut) == cut

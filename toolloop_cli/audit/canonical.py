@@ -25,6 +25,7 @@ import rfc8785
 from toolloop_cli.errors import CanonicalJSONError
 
 __all__ = [
+    "MAX_SAFE_INT",
     "CanonicalJSONError",
     "canonical_bytes",
     "canonical_text",
@@ -59,7 +60,8 @@ def sha256_of(value: Any) -> str:
     return sha256_hex(fast_canonical_bytes(value))
 
 
-_SAFE_INT = 2**53 - 1
+#: the largest integer a canonical JSON number holds exactly (RFC 8785: an IEEE double)
+MAX_SAFE_INT = 2**53 - 1
 
 
 def _plain(value: Any) -> bool:
@@ -74,7 +76,7 @@ def _plain(value: Any) -> bool:
     if kind is str or value is None or kind is bool:
         return True
     if kind is int:
-        return bool(-_SAFE_INT <= value <= _SAFE_INT)
+        return bool(-MAX_SAFE_INT <= value <= MAX_SAFE_INT)
     if kind is float:
         return 1e-4 <= abs(value) < 1e16 and not value.is_integer()
     if kind is dict:
@@ -82,7 +84,7 @@ def _plain(value: Any) -> bool:
             if type(k) is not str or not k.isascii():  # ASCII keys: UTF-16 order = code points
                 return False
             t = type(v)
-            if t is str or v is None or (t is int and -_SAFE_INT <= v <= _SAFE_INT):
+            if t is str or v is None or (t is int and -MAX_SAFE_INT <= v <= MAX_SAFE_INT):
                 continue
             if not _plain(v):
                 return False
@@ -90,7 +92,7 @@ def _plain(value: Any) -> bool:
     if kind is list or kind is tuple:
         for v in value:
             t = type(v)
-            if t is str or (t is int and -_SAFE_INT <= v <= _SAFE_INT):
+            if t is str or (t is int and -MAX_SAFE_INT <= v <= MAX_SAFE_INT):
                 continue
             if not _plain(v):
                 return False

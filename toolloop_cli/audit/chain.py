@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .canonical import sha256_hex
+from .canonical import MAX_SAFE_INT, sha256_hex
 from .hashing import BATCH, BATCH_VERSIONS, GENESIS, KINDS, RECORD_VERSION, chain_link
 from .mismatch import Mismatch
 
@@ -223,14 +223,10 @@ def _names(
     return (op if isinstance(op, str) else None, call if isinstance(call, str) else None)
 
 
-#: the largest integer a canonical JSON number holds exactly (RFC 8785: an IEEE double)
-_SAFE_INT = 2**53 - 1
-
-
 def _int(value: object) -> int:
     """A stored ``seq`` as a number to hash and compare, -1 for one toolloop never writes (not
     an integer, or past what canonical JSON can hold, which would have no chain hash)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= _SAFE_INT:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_SAFE_INT:
         return value
     return -1
 

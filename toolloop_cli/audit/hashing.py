@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .canonical import fast_canonical_bytes, sha256_hex
+from .canonical import MAX_SAFE_INT, fast_canonical_bytes, sha256_hex
 
 __all__ = [
     "GENESIS",
@@ -82,7 +82,6 @@ BATCH = "batch"
 GENESIS = "sha256:" + "0" * 64
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-_SAFE = 2**53
 
 
 @dataclass(frozen=True)
@@ -124,7 +123,11 @@ class Sealed:
 
 def chain_link(seq: int, prev_sha256: str, record_sha256: str) -> str:
     """The chain hash of record ``seq``: binds its position, its predecessor and its bytes."""
-    if _DIGEST.fullmatch(prev_sha256) and _DIGEST.fullmatch(record_sha256) and 0 < seq < _SAFE:
+    if (
+        _DIGEST.fullmatch(prev_sha256)
+        and _DIGEST.fullmatch(record_sha256)
+        and 0 < seq <= MAX_SAFE_INT
+    ):
         # canonical JSON of [int, "sha256:<hex>", "sha256:<hex>"]: nothing to escape or sort
         return sha256_hex(f'[{seq},"{prev_sha256}","{record_sha256}"]'.encode("ascii"))
     return sha256_hex(fast_canonical_bytes([seq, prev_sha256, record_sha256]))

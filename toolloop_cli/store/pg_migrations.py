@@ -254,15 +254,10 @@ _LOG = (
 )
 
 
-def has_log(conn: Connection) -> bool:
-    """The database has toolloop's migration log: it is a toolloop store."""
-    exists = conn.execute("SELECT to_regclass('toolloop_migrations')").fetchone()
-    return exists is not None and exists[0] is not None
-
-
 def pending(conn: Connection) -> list[Migration]:
     """The migrations this database has not had (all of them when it has no log yet)."""
-    if not has_log(conn):
+    exists = conn.execute("SELECT to_regclass('toolloop_migrations')").fetchone()
+    if exists is None or exists[0] is None:
         return list(MIGRATIONS)
     done = {r[0] for r in conn.execute("SELECT name FROM toolloop_migrations").fetchall()}
     return [m for m in MIGRATIONS if m.name not in done]

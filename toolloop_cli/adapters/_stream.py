@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
@@ -67,12 +68,18 @@ def no_events(kind: str, data: dict[str, object]) -> None:
 _SSE_START = (b"event:", b"data:", b":", b"id:", b"retry:")
 
 
+#: a media type (``type/subtype``, RFC 9110 tokens), parameters aside
+_MEDIA_TYPE = re.compile(r"[!#$%&'*+.^_`|~0-9a-z-]+/[!#$%&'*+.^_`|~0-9a-z-]+")
+
+
 def is_event_stream(response: HttpResponse) -> bool:
-    """Said by the content type; or, for a recorded answer that kept no headers, by its bytes
-    (``event:``/``data:`` framing, which no JSON body starts with)."""
+    """Said by the content type; or, for a recorded answer whose content type says nothing
+    (no header kept, or one a recorder blanked: LangChain writes ``**REDACTED**`` over every
+    header), by its bytes (``event:``/``data:`` framing, which no JSON body starts with)."""
     content_type = response.content_type.lower()
-    if content_type:
-        return "text/event-stream" in content_type
+    media_type = content_type.split(";", 1)[0].strip()
+    if _MEDIA_TYPE.fullmatch(media_type):
+        return media_type == "text/event-stream"
     if response.chunks is not None:
         return False
     return response.body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(_SSE_START)

@@ -10,7 +10,8 @@ The variants other recorders write (body, status and header shapes, older vcrpy 
 are read by ``shapes.py``. Bodies are kept as bytes: what was on the wire.
 
 A cassette file may itself be gzip-compressed (LangChain keeps its cassettes as
-``.yaml.gz``): it is read as the YAML it decompresses to. LangChain's layout, ``requests``
+``.yaml.gz``; its first serializer wrote the gzip data as base64 text): it is read as the YAML
+it decompresses to. LangChain's layout, ``requests``
 and ``responses`` paired by position, is read by ``paired.py``.
 
 Every problem is a ``TranscriptError`` with one line naming the file, never a traceback. A
@@ -24,6 +25,8 @@ credentials in URIs (``user:password@`` and ``?key=``-style parameters).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import http
 import json
 import os
@@ -42,7 +45,7 @@ from toolloop_cli.errors import NestedTooDeep, TranscriptError
 from toolloop_cli.strict_json import MAX_DEPTH, deeper_than
 from toolloop_cli.tools import strict_yaml
 
-from .detect import detect_api
+from .detect import answered_api, detect_api
 from .encoded import GZIP_MAGIC, Oversized, decoded, decompress
 from .paired import LAYOUT_KEYS, paired_interactions
 from .shapes import CassetteLoader, Problem, body_of, headers_of, status_of
@@ -138,7 +141,7 @@ class RecordedResponse:
 
 @dataclass(frozen=True)
 class Interaction:
-    """One request and its answer; ``api`` is ``(provider, api_family)`` from the request URI."""
+    """One request and its answer; ``api`` is ``(provider, api_family)`` (``Interaction.of``)."""
 
     request: RecordedRequest
     response: RecordedResponse
@@ -146,8 +149,12 @@ class Interaction:
 
     @classmethod
     def of(cls, request: RecordedRequest, response: RecordedResponse) -> Interaction:
-        """An interaction whose ``api`` is detected from the request URI."""
-        return cls(request, response, detect_api(request.uri))
+        """An interaction whose ``api`` is detected from the request URI (or, when a recorder
+        blanked the URI, from the request and its answer: ``detect.answered_api``)."""
+        api = detect_api(request.uri) or answered_api(
+            request.method, request.uri, request.body, response.body
+        )
+        return cls(request, response, api)
 
 
 @dataclass
@@ -164,6 +171,8 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
     name = os.fspath(path)
     try:
         data = strict_yaml.read_capped_bytes(Path(name), MAX_CASSETTE_BYTES)
+        if data.startswith(_GZIP_BASE64):
+            data = _unwrapped(data, name)
         if data.startswith(GZIP_MAGIC):
             data = _gunzipped(data, name)
         text = data.decode("utf-8")
@@ -180,6 +189,21 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
         where, problem = problems[0]
         raise TranscriptError(f"transcript {name}: {where or '<document>'}: {problem}")
     return _cassette(name, document)
+
+
+#: how gzip data starts once written as base64 (``1f 8b 08``): LangChain's first ``.yaml.gz``
+#: serializer wrote the compressed cassette as base64 text
+_GZIP_BASE64 = b"H4sI"
+
+
+def _unwrapped(data: bytes, name: str) -> bytes:
+    """A base64-wrapped gzip cassette file, unwrapped (every character must be base64)."""
+    try:
+        return base64.b64decode(b"".join(data.split()), validate=True)
+    except binascii.Error as exc:
+        raise TranscriptError(
+            f"transcript {name}: base64-wrapped gzip is not base64: {exc}"
+        ) from None
 
 
 def _gunzipped(data: bytes, name: str) -> bytes:
@@ -216,9 +240,20 @@ def _cassette(name: str, document: Any) -> Cassette:
             f"transcript {name}: no interaction with a known provider API URI"
             f"{_endpoints_seen(interactions)}; toolloop reads OpenAI /v1/responses, Anthropic "
             "/v1/messages, Gemini :generateContent, :streamGenerateContent and /interactions"
+            f"{_blanked_note(interactions)}"
         )
     metadata = {str(k): v for k, v in document.items() if k != "interactions" and k not in dropped}
     return Cassette(path=name, interactions=interactions, metadata=metadata)
+
+
+def _blanked_note(interactions: list[Interaction]) -> str:
+    """What toolloop can still tell when a recorder wrote a placeholder over the URIs."""
+    if not any("/" not in item.request.uri for item in interactions):
+        return ""
+    return (
+        "; a URI with no path (a recorder blanked it) is known only by an OpenAI Responses or"
+        " Anthropic Messages answer to a POST"
+    )
 
 
 def _endpoints_seen(interactions: list[Interaction], most: int = 3) -> str:

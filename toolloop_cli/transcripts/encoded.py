@@ -3,7 +3,9 @@
 vcrpy records ``content-encoding: gzip`` (or ``deflate``) bodies as the bytes on the wire by
 default; they are inflated here, each gzip layer in turn, a piece at a time, and refused once
 they pass ``MAX_BODY_BYTES``, the cap of a live answer. A body whose header names another
-encoding must be the text the recorder already decoded. Every problem is a ``Problem``.
+encoding must be the text the recorder already decoded; gzip data under a header that names
+no coding (none kept, ``identity``, or a value a recorder blanked) is inflated as gzip. Every
+problem is a ``Problem``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 #: the content codings toolloop undoes
 _DECODED = ("gzip", "x-gzip", "deflate")
+#: every content coding name HTTP registers (IANA); any other value names none, e.g. the
+#: ``**REDACTED**`` LangChain's recorder writes over every header
+_CODINGS = frozenset(
+    {"aes128gcm", "br", "compress", "dcb", "dcz", "deflate", "exi", "gzip", "pack200-gzip"}
+    | {"x-compress", "x-gzip", "zstd"}
+)
 
 
 def decoded(
@@ -29,6 +37,8 @@ def decoded(
 ) -> tuple[dict[str, list[str]], bytes | None]:
     """A gzip/deflate body (as vcrpy records it by default) decoded; the header then dropped."""
     codings = [c.strip().lower() for v in headers.get("content-encoding", []) for c in v.split(",")]
+    if body is not None and body.startswith(GZIP_MAGIC) and not set(codings) & _CODINGS:
+        codings = ["gzip"]  # no coding named (the header dropped or blanked): gzip by its bytes
     if body is None or not any(c in _DECODED for c in codings):
         return headers, _as_recorded(body, where, codings)
     if body.startswith(GZIP_MAGIC):

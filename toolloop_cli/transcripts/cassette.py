@@ -191,6 +191,9 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
     return _cassette(name, document)
 
 
+#: the interactions list as Ruby's VCR (and Betamax) name it
+RUBY_KEY = "http_interactions"
+
 #: how gzip data starts once written as base64 (``1f 8b 08``): LangChain's first ``.yaml.gz``
 #: serializer wrote the compressed cassette as base64 text
 _GZIP_BASE64 = b"H4sI"
@@ -225,7 +228,9 @@ def _cassette(name: str, document: Any) -> Cassette:
         raw = paired_interactions(document)
     except Problem as exc:
         raise TranscriptError(f"transcript {name}: {exc}") from None
-    dropped = LAYOUT_KEYS if raw is not None else ()
+    dropped: tuple[str, ...] = LAYOUT_KEYS if raw is not None else ()
+    if raw is None and "interactions" not in document and "http_interactions" in document:
+        raw, dropped = document["http_interactions"], (RUBY_KEY,)  # Ruby VCR's, and Betamax's
     raw = document.get("interactions") if raw is None else raw
     if not isinstance(raw, list):
         raise TranscriptError(f"transcript {name}: no 'interactions' list")

@@ -2,7 +2,9 @@
 
 Recordings come from several tools and several versions of each:
 
-- a body as a plain string, as ``{string: <str or !!binary>}``, as ``{type: json, content:
+- a body as a plain string, as ``{string: <str or !!binary>}`` (Ruby VCR's
+  ``{encoding, string}``, its ``!binary`` tag, or ``{encoding, base64_string}``), as
+  ``{type: json, content:
   ...}`` (pydantic-ai's newer cassettes), as null, or stored already parsed (``parsed_body``
   beside or instead of ``body``, as pydantic-ai writes them, or a mapping ``body``);
 - vcrpy's older httpx shape: ``{status_code, http_version, headers: {name: value}, content:
@@ -19,6 +21,8 @@ interaction.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
 import json
 from typing import Any
@@ -64,6 +68,19 @@ def _istr(loader: CassetteLoader, node: yaml.Node) -> str:
 
 for _tag in _ISTR_TAGS:
     CassetteLoader.add_constructor(_tag, _istr)
+
+
+def _ruby_binary(loader: CassetteLoader, node: yaml.Node) -> bytes:
+    """Ruby's ``!binary`` (what Ruby VCR writes a body that is not UTF-8 as): base64, the
+    same as YAML's ``!!binary``."""
+    if not isinstance(node, yaml.ScalarNode):
+        raise yaml.constructor.ConstructorError(
+            None, None, "!binary holds something other than base64 text", node.start_mark
+        )
+    return bytes(loader.construct_yaml_binary(node))
+
+
+CassetteLoader.add_constructor("!binary", _ruby_binary)
 
 
 def status_of(response: dict[str, Any]) -> int:
@@ -127,6 +144,8 @@ def body_of(node: dict[str, Any], where: str) -> bytes | None:
         return body.encode("utf-8")
     if isinstance(body, bytes):
         return body
+    if isinstance(body, dict) and "base64_string" in body and "string" not in body:
+        return _base64(body["base64_string"], where)
     if isinstance(body, dict) and "string" in body:
         text = body["string"]
         if text is None or isinstance(text, bytes):
@@ -140,6 +159,16 @@ def body_of(node: dict[str, Any], where: str) -> bytes | None:
     if isinstance(body, dict | list):
         return _json_bytes(body, where)
     raise Problem(f"{where} 'body' is not a string, a mapping or null")
+
+
+def _base64(text: Any, where: str) -> bytes:
+    """Ruby VCR's ``base64_string`` (its exact-bytes option): the body, base64-encoded."""
+    if not isinstance(text, str):
+        raise Problem(f"{where} body 'base64_string' is not text")
+    try:
+        return base64.b64decode("".join(text.split()), validate=True)
+    except binascii.Error as exc:
+        raise Problem(f"{where} body 'base64_string' is not base64: {exc}") from None
 
 
 def _json_bytes(value: Any, where: str) -> bytes:

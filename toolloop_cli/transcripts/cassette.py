@@ -7,12 +7,13 @@ Shape (``version: 1``)::
       response: {status: {code, message}, headers: {name: [value]}, body: {string: <str>}}
 
 The variants other recorders write (body, status and header shapes, older vcrpy formats)
-are read by ``shapes.py``. Bodies are kept as bytes: what was on the wire.
+are read by ``shapes.py``; Ruby's VCR and Betamax keep the list under ``http_interactions``.
+Bodies are kept as bytes: what was on the wire.
 
 A cassette file may itself be gzip-compressed (LangChain keeps its cassettes as
 ``.yaml.gz``; its first serializer wrote the gzip data as base64 text): it is read as the YAML
-it decompresses to. LangChain's layout, ``requests``
-and ``responses`` paired by position, is read by ``paired.py``.
+it decompresses to. LangChain's layout, ``requests`` and ``responses`` paired by position, is
+read by ``paired.py``.
 
 Every problem is a ``TranscriptError`` with one line naming the file, never a traceback. A
 cassette is untrusted input: files over ``MAX_CASSETTE_BYTES`` are refused unread (and so is
@@ -192,7 +193,7 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
 
 
 #: the interactions list as Ruby's VCR (and Betamax) name it
-RUBY_KEY = "http_interactions"
+_RUBY_KEY = "http_interactions"
 
 #: how gzip data starts once written as base64 (``1f 8b 08``): LangChain's first ``.yaml.gz``
 #: serializer wrote the compressed cassette as base64 text
@@ -229,8 +230,8 @@ def _cassette(name: str, document: Any) -> Cassette:
     except Problem as exc:
         raise TranscriptError(f"transcript {name}: {exc}") from None
     dropped: tuple[str, ...] = LAYOUT_KEYS if raw is not None else ()
-    if raw is None and "interactions" not in document and "http_interactions" in document:
-        raw, dropped = document["http_interactions"], (RUBY_KEY,)  # Ruby VCR's, and Betamax's
+    if raw is None and "interactions" not in document and _RUBY_KEY in document:
+        raw, dropped = document[_RUBY_KEY], (_RUBY_KEY,)
     raw = document.get("interactions") if raw is None else raw
     if not isinstance(raw, list):
         raise TranscriptError(f"transcript {name}: no 'interactions' list")

@@ -3,10 +3,10 @@
 Recordings come from several tools and several versions of each:
 
 - a body as a plain string, as ``{string: <str or !!binary>}`` (Ruby VCR's
-  ``{encoding, string}``, its ``!binary`` tag, or ``{encoding, base64_string}``), as
-  ``{type: json, content:
-  ...}`` (pydantic-ai's newer cassettes), as null, or stored already parsed (``parsed_body``
-  beside or instead of ``body``, as pydantic-ai writes them, or a mapping ``body``);
+  ``{encoding, string}``, with its ``!binary`` tag, or ``{encoding, base64_string}``), as
+  ``{type: json, content: ...}`` (pydantic-ai's newer cassettes), as null, or stored already
+  parsed (``parsed_body`` beside or instead of ``body``, as pydantic-ai writes them, or a
+  mapping ``body``);
 - vcrpy's older httpx shape: ``{status_code, http_version, headers: {name: value}, content:
   <text>}`` for a response (vcrpy still plays those back);
 - a status as an int or ``{code, message}``;

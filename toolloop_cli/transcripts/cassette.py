@@ -286,7 +286,7 @@ def _interaction(node: Any) -> Interaction:
         raise Problem("no 'request' mapping")
     if not isinstance(response, dict):
         raise Problem("no 'response' mapping")
-    uri = request.get("uri")
+    uri = request.get("uri", request.get("url"))  # ``url``: Go's go-vcr
     if not isinstance(uri, str) or not uri:
         raise Problem("request has no 'uri'")
     method = request.get("method", "POST")

@@ -9,7 +9,8 @@ Recordings come from several tools and several versions of each:
   mapping ``body``);
 - vcrpy's older httpx shape: ``{status_code, http_version, headers: {name: value}, content:
   <text>}`` for a response (vcrpy still plays those back);
-- a status as an int or ``{code, message}``;
+- a status as an int or ``{code, message}`` (go-vcr: ``code`` beside ``status: 200 OK``, and
+  the request URI under ``url``);
 - header values as a list or one string, as YAML scalars (``2020-10-01`` reads as a date,
   ``236`` as an int) or as bytes (``!!binary``, as vcrpy's boto3 stub keeps them); header names
   in any case (kept lower-case), or as aiohttp's case-insensitive strings, which vcrpy's
@@ -85,11 +86,13 @@ CassetteLoader.add_constructor("!binary", _ruby_binary)
 
 def status_of(response: dict[str, Any]) -> int:
     """The HTTP status: ``status`` (an int or ``{code, message}``), else vcrpy's older
-    ``status_code``."""
+    ``status_code``; go-vcr writes ``code: 200`` beside ``status: 200 OK``."""
     node = response["status"] if "status" in response else response.get("status_code")
+    if isinstance(node, str) and "code" in response:
+        node = response["code"]
     code = node.get("code") if isinstance(node, dict) else node
-    if isinstance(code, str) and code.strip().isdigit():
-        code = int(code)
+    if isinstance(code, str) and code.strip()[:3].isdigit() and code.strip()[3:4] in ("", " "):
+        code = int(code.strip()[:3])  # "200", or a status line's "200 OK"
     if not isinstance(code, int) or isinstance(code, bool):
         raise Problem("response has no HTTP status code (an int or {code, message})")
     if not 100 <= code <= 599:

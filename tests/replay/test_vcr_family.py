@@ -1,11 +1,13 @@
-"""Cassettes written by Ruby's VCR (RubyLLM, ruby-openai, langchainrb record with it).
+"""Cassettes written by VCR's other ports: Ruby's VCR (RubyLLM, ruby-openai, langchainrb
+record with it), Betamax (Python ``requests``) and Go's go-vcr.
 
 Ruby VCR keeps the interactions under ``http_interactions``, writes the method in lower case
 (``method: post``), each body as ``{encoding, string}``, a body that is not UTF-8 (an event
 stream with a multi-byte character split across chunks, say) with Ruby's own ``!binary`` tag
 (base64, YAML's ``!!binary`` under another name) or, with its exact-bytes option, as
-``base64_string``; and adds ``recorded_at`` and ``recorded_with``. Each test lays the shipped
-refund recordings out that way and expects what the recording itself replays to.
+``base64_string``; and adds ``recorded_at`` and ``recorded_with``. Betamax writes the same as
+JSON; go-vcr names the URI ``url`` and the status ``code``. Each test lays the shipped refund
+recordings out that way and expects what the recording itself replays to.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import pytest
 import yaml
 from support.cli import Invoke, json_out
 from support.paths import REGISTRY, ROOT
+
+from toolloop_cli.transcripts.shapes import Problem, status_of
 
 TRANSCRIPTS = ROOT / "transcripts"
 NAMES = ["openai", "openai-stream", "anthropic", "anthropic-stream", "gemini-generate-stream"]
@@ -119,3 +123,59 @@ def test_a_betamax_json_cassette_replays_as_the_recording_does(cli: Invoke, tmp_
     path = tmp_path / "test_tool_loop.json"
     path.write_text(json.dumps(document))
     assert replayed(cli, path) == replayed(cli, TRANSCRIPTS / "refund-anthropic.yaml")
+
+
+def go_vcr(name: str) -> dict[str, Any]:
+    """``transcripts/refund-NAME.yaml`` as Go's go-vcr (v2 and later) writes a cassette."""
+    recorded = yaml.safe_load((TRANSCRIPTS / f"refund-{name}.yaml").read_text())["interactions"]
+    interactions = []
+    for n, i in enumerate(recorded):
+        request, response = i["request"], i["response"]
+        interactions.append(
+            {
+                "id": n,
+                "request": {
+                    "proto": "HTTP/1.1",
+                    "content_length": len(request["body"]),
+                    "body": request["body"],
+                    "form": {},
+                    "headers": {"Content-Type": ["application/json"]},
+                    "url": request["uri"],
+                    "method": request["method"],
+                },
+                "response": {
+                    "proto": "HTTP/2.0",
+                    "content_length": -1,
+                    "body": response["body"]["string"],
+                    "headers": {k.title(): v for k, v in (response.get("headers") or {}).items()},
+                    "status": "200 OK",
+                    "code": response["status"]["code"],
+                    "duration": "1.5s",
+                },
+            }
+        )
+    return {"version": 2, "interactions": interactions}
+
+
+@pytest.mark.parametrize("name", ["openai-stream", "anthropic"])
+def test_a_go_vcr_cassette_replays_as_the_recording_does(
+    cli: Invoke, tmp_path: Path, name: str
+) -> None:
+    """go-vcr names the URI ``url`` and writes ``status: 200 OK`` with the number in ``code``."""
+    path = tmp_path / "TestToolLoop.yaml"
+    path.write_text(yaml.safe_dump(go_vcr(name)))
+    assert replayed(cli, path) == replayed(cli, TRANSCRIPTS / f"refund-{name}.yaml")
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [({"status": "200 OK"}, 200), ({"status": "404"}, 404), ({"status": 201}, 201)],
+)
+def test_a_status_line_without_a_code_is_read_by_its_number(status: Any, code: int) -> None:
+    assert status_of(status) == code
+
+
+@pytest.mark.parametrize("status", ["OK", "2000 OK", "20 OK", "200OK"])
+def test_a_status_that_is_no_status_line_is_refused(status: str) -> None:
+    with pytest.raises(Problem, match="no HTTP status code"):
+        status_of({"status": status})

@@ -179,3 +179,23 @@ def test_a_status_line_without_a_code_is_read_by_its_number(status: Any, code: i
 def test_a_status_that_is_no_status_line_is_refused(status: str) -> None:
     with pytest.raises(Problem, match="no HTTP status code"):
         status_of({"status": status})
+
+
+def test_a_php_vcr_cassette_replays_as_the_recording_does(cli: Invoke, tmp_path: Path) -> None:
+    """php-vcr (and Elixir's ExVCR, as JSON) write the interactions as the document itself, the
+    status code as a string."""
+    document = go_vcr("anthropic")["interactions"]
+    for interaction in document:
+        response = interaction["response"]
+        code = response.pop("code")
+        response["status"] = {"http_version": "1.1", "code": str(code), "message": "OK"}
+    path = tmp_path / "tool_loop.yml"
+    path.write_text(yaml.safe_dump(document))
+    assert replayed(cli, path) == replayed(cli, TRANSCRIPTS / "refund-anthropic.yaml")
+
+
+def test_a_list_that_holds_no_interactions_is_still_refused(cli: Invoke, tmp_path: Path) -> None:
+    path = tmp_path / "list.yml"
+    path.write_text("- request: {}\n- just text\n")
+    result = cli("replay", str(path), "--registry", str(REGISTRY))
+    assert result.exit_code == 2 and "not a YAML mapping" in result.stderr, result.output

@@ -7,7 +7,8 @@ Shape (``version: 1``)::
       response: {status: {code, message}, headers: {name: [value]}, body: {string: <str>}}
 
 The variants other recorders write (body, status and header shapes, older vcrpy formats)
-are read by ``shapes.py``; Ruby's VCR and Betamax keep the list under ``http_interactions``.
+are read by ``shapes.py``; Ruby's VCR and Betamax keep the list under ``http_interactions``,
+php-vcr and Elixir's ExVCR write the list alone.
 Bodies are kept as bytes: what was on the wire.
 
 A cassette file may itself be gzip-compressed (LangChain keeps its cassettes as
@@ -223,6 +224,8 @@ def _gunzipped(data: bytes, name: str) -> bytes:
 
 
 def _cassette(name: str, document: Any) -> Cassette:
+    if isinstance(document, list) and document and all(_exchange(i) for i in document):
+        document = {"interactions": document}  # php-vcr's and ExVCR's: the list alone
     if not isinstance(document, dict):
         raise TranscriptError(f"transcript {name}: not a YAML mapping")
     try:
@@ -250,6 +253,12 @@ def _cassette(name: str, document: Any) -> Cassette:
         )
     metadata = {str(k): v for k, v in document.items() if k != "interactions" and k not in dropped}
     return Cassette(path=name, interactions=interactions, metadata=metadata)
+
+
+def _exchange(node: Any) -> bool:
+    """Whether ``node`` is an interaction as every VCR port writes one: a request and its
+    response."""
+    return isinstance(node, dict) and "request" in node and "response" in node
 
 
 def _blanked_note(interactions: list[Interaction]) -> str:

@@ -8,7 +8,7 @@ Shape (``version: 1``)::
 
 The variants other recorders write (body, status and header shapes, older vcrpy formats)
 are read by ``shapes.py``; Ruby's VCR and Betamax keep the list under ``http_interactions``,
-php-vcr and Elixir's ExVCR write the list alone.
+php-vcr and Elixir's ExVCR write the list alone; an HTTP Archive (HAR) is read by ``har.py``.
 Bodies are kept as bytes: what was on the wire.
 
 A cassette file may itself be gzip-compressed (LangChain keeps its cassettes as
@@ -49,6 +49,7 @@ from toolloop_cli.tools import strict_yaml
 
 from .detect import answered_api, detect_api
 from .encoded import GZIP_MAGIC, Oversized, decoded, decompress
+from .har import HAR_KEY, har_interactions
 from .paired import LAYOUT_KEYS, paired_interactions
 from .shapes import CassetteLoader, Problem, body_of, headers_of, status_of
 
@@ -235,6 +236,12 @@ def _cassette(name: str, document: Any) -> Cassette:
     dropped: tuple[str, ...] = LAYOUT_KEYS if raw is not None else ()
     if raw is None and "interactions" not in document and _RUBY_KEY in document:
         raw, dropped = document[_RUBY_KEY], (_RUBY_KEY,)
+    if raw is None:
+        try:
+            raw = har_interactions(document)
+        except Problem as exc:
+            raise TranscriptError(f"transcript {name}: {exc}") from None
+        dropped = (HAR_KEY,) if raw is not None else dropped
     raw = document.get("interactions") if raw is None else raw
     if not isinstance(raw, list):
         raise TranscriptError(f"transcript {name}: no 'interactions' list")

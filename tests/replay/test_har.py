@@ -1,0 +1,116 @@
+"""HTTP Archives (HAR 1.2), as browsers, Playwright, mitmproxy and Polly.js save them, replay
+as the recording they hold does: entries in order, ``[{name, value}]`` headers, the request
+body in ``postData.text``, the answer in ``content.text`` (base64 when it says so)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support.cli import Invoke, json_out
+from support.paths import REGISTRY, ROOT
+
+TRANSCRIPTS = ROOT / "transcripts"
+PAGE = {
+    "request": {"method": "GET", "url": "https://app.example.com/app.js", "headers": []},
+    "response": {"status": 0, "headers": [], "content": {"size": 0, "mimeType": "x-unknown"}},
+}
+
+
+def har(name: str, *, base64_answers: bool = False) -> dict[str, Any]:
+    """``transcripts/refund-NAME.yaml`` as a HAR, with a page's unanswered request first."""
+    recorded = yaml.safe_load((TRANSCRIPTS / f"refund-{name}.yaml").read_text())["interactions"]
+    entries: list[dict[str, Any]] = [PAGE]
+    for i in recorded:
+        request, response = i["request"], i["response"]
+        answer = response["body"]["string"]
+        content: dict[str, Any] = {"size": len(answer), "mimeType": "application/json"}
+        if base64_answers:
+            content.update(text=base64.b64encode(answer.encode()).decode(), encoding="base64")
+        else:
+            content["text"] = answer
+        headers = [{"name": k, "value": v[0]} for k, v in (response.get("headers") or {}).items()]
+        entries.append(
+            {
+                "startedDateTime": "2026-12-01T10:00:00.000Z",
+                "time": 812.5,
+                "request": {
+                    "method": request["method"],
+                    "url": request["uri"],
+                    "httpVersion": "HTTP/2",
+                    "headers": [{"name": "content-type", "value": "application/json"}],
+                    "postData": {"mimeType": "application/json", "text": request["body"]},
+                },
+                "response": {
+                    "status": response["status"]["code"],
+                    "statusText": "",
+                    "headers": [*headers, {"name": "content-encoding", "value": "br"}],
+                    "content": content,
+                },
+            }
+        )
+    return {"log": {"version": "1.2", "creator": {"name": "Playwright"}, "entries": entries}}
+
+
+def replayed(cli: Invoke, path: Path) -> tuple[Any, ...]:
+    """The exit code, end state, divergences, turn count and calls of ``toolloop replay``."""
+    result = cli("replay", str(path), "--registry", str(REGISTRY), "--json")
+    out = json_out(result)
+    calls = [(c["name"], c["state"], c["arguments"], c["result"]) for c in out["calls"]]
+    return result.exit_code, out["state"], out["divergences"], len(out["turns"]), calls
+
+
+@pytest.mark.parametrize("base64_answers", [False, True])
+@pytest.mark.parametrize("name", ["openai", "anthropic-stream", "gemini-stream"])
+def test_a_har_replays_as_the_recording_does(
+    cli: Invoke, tmp_path: Path, name: str, base64_answers: bool
+) -> None:
+    """The answers are the text the client decoded (the ``br`` header names how they came)."""
+    path = tmp_path / "session.har"
+    path.write_text(json.dumps(har(name, base64_answers=base64_answers)))
+    expected = replayed(cli, TRANSCRIPTS / f"refund-{name}.yaml")
+    assert expected[2] == [] and expected[4], expected
+    assert replayed(cli, path) == expected
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda d: d["log"].update(entries={}), "'log.entries' is not a list"),
+        (lambda d: d["log"]["entries"].append("x"), "log.entries[5] is not a mapping"),
+        (
+            lambda d: d["log"]["entries"][1].pop("response"),
+            "log.entries[1] has no 'request' and 'response' mappings",
+        ),
+        (
+            lambda d: d["log"]["entries"][1]["request"].update(headers={"a": "b"}),
+            "log.entries[1].request 'headers' is not a list of {name, value}",
+        ),
+        (
+            lambda d: d["log"]["entries"][1]["response"]["content"].update(
+                text="%%", encoding="base64"
+            ),
+            "log.entries[1].response 'text' says base64 but is not",
+        ),
+        (
+            lambda d: d["log"]["entries"][1]["response"].update(status=0),
+            "response status 0 is not an HTTP status code",
+        ),
+    ],
+)
+def test_a_har_that_is_not_one_is_refused_naming_the_entry(
+    cli: Invoke, tmp_path: Path, change: Any, problem: str
+) -> None:
+    document = har("openai")
+    change(document)
+    path = tmp_path / "broken.har"
+    path.write_text(json.dumps(document))
+    result = cli("replay", str(path), "--registry", str(REGISTRY))
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and problem in lines[0], result.stderr
+    assert "Traceback" not in result.output

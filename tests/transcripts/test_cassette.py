@@ -11,8 +11,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import brotli
 import pytest
 import yaml
+import zstandard
 from support.paths import ROOT
 
 from toolloop_cli.adapters.openai_responses import OpenAIResponsesAdapter
@@ -183,8 +185,20 @@ ANSWER = b'{"id": "resp_1"}'
         (gzip.compress(gzip.compress(ANSWER)), "gzip, gzip", ANSWER),
         (ANSWER, "br", ANSWER),  # the recorder decoded it and kept the header
         (ANSWER, "gzip", ANSWER),
+        (brotli.compress(ANSWER), "br", ANSWER),
+        (zstandard.ZstdCompressor().compress(ANSWER), "zstd", ANSWER),
+        (ANSWER, "zstd", ANSWER),
+        (brotli.compress(b"event: x\ndata: {}\n\n"), "identity, br", b"event: x\ndata: {}\n\n"),
     ],
-    ids=["two gzip layers", "br already decoded", "gzip already decoded"],
+    ids=[
+        "two gzip layers",
+        "br already decoded",
+        "gzip already decoded",
+        "br",
+        "zstd",
+        "zstd already decoded",
+        "br event stream",
+    ],
 )
 def test_encoded_bodies_are_read_as_the_text_they_carry(
     tmp_path: Path, body: bytes, coding: str, read: bytes
@@ -195,9 +209,10 @@ def test_encoded_bodies_are_read_as_the_text_they_carry(
 @pytest.mark.parametrize(
     ("coding", "message"),
     [
-        ("br", "says content-encoding br and is not text: toolloop decodes gzip and deflate only"),
-        ("zstd", "says content-encoding zstd and is not text"),
+        ("br", "says content-encoding br but does not decode"),
+        ("zstd", "says content-encoding zstd but does not decode"),
         ("gzip", "says content-encoding gzip but is neither that nor text"),
+        ("compress", "says content-encoding compress and is not text: toolloop decodes gzip,"),
     ],
 )
 def test_a_body_still_encoded_in_a_way_toolloop_does_not_undo_is_the_cassettes_fault(
@@ -207,6 +222,30 @@ def test_a_body_still_encoded_in_a_way_toolloop_does_not_undo_is_the_cassettes_f
     not UTF-8 (FAILED), which would blame the provider for the recording."""
     with pytest.raises(TranscriptError) as info:
         one(tmp_path, REQ, encoded_response(b"\x1b\xff\xfe\x00 not text", coding))
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "coding", "message"),
+    [
+        (brotli.compress(b"{" + b" " * (17 * 1024 * 1024) + b"}"), "br", "decodes to more than"),
+        (
+            zstandard.ZstdCompressor().compress(b"{" + b" " * (17 * 1024 * 1024) + b"}"),
+            "zstd",
+            "decodes to more than",
+        ),
+        (brotli.compress(ANSWER * 100)[:-4], "br", "ends too soon"),
+    ],
+    ids=["br bomb", "zstd bomb", "br cut short"],
+)
+def test_a_br_or_zstd_body_past_the_cap_or_cut_short_is_refused(
+    tmp_path: Path, body: bytes, coding: str, message: str
+) -> None:
+    """A few kilobytes that decode past the 16 MiB cap of an answer are refused while decoding,
+    a piece at a time, as gzip bodies are."""
+    assert len(body) < 64 * 1024 or message == "ends too soon"
+    with pytest.raises(TranscriptError) as info:
+        one(tmp_path, REQ, encoded_response(body, coding))
     assert message in str(info.value)
 
 

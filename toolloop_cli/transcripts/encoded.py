@@ -1,8 +1,9 @@
 """Recorded bodies kept compressed, decoded when a cassette is loaded.
 
-vcrpy records ``content-encoding: gzip`` (or ``deflate``) bodies as the bytes on the wire by
-default; they are inflated here, each gzip layer in turn, a piece at a time, and refused once
-they pass ``MAX_BODY_BYTES``, the cap of a live answer. A body whose header names another
+vcrpy records ``content-encoding: gzip`` (or ``deflate``, ``br``, ``zstd``) bodies as the bytes
+on the wire by default; they are decoded here, each gzip layer in turn, a piece at a time, and
+refused once they pass ``MAX_BODY_BYTES``, the cap of a live answer (``br`` through the
+``brotli`` package, ``zstd`` through ``zstandard``). A body whose header names another
 encoding must be the text the recorder already decoded; gzip data under a header that names
 no coding (none kept, ``identity``, or a value a recorder blanked) is inflated as gzip. Every
 problem is a ``Problem``.
@@ -39,6 +40,11 @@ def decoded(
     codings = [c.strip().lower() for v in headers.get("content-encoding", []) for c in v.split(",")]
     if body is not None and body.startswith(GZIP_MAGIC) and not set(codings) & _CODINGS:
         codings = ["gzip"]  # no coding named (the header dropped or blanked): gzip by its bytes
+    if body is not None and [c for c in codings if c != "identity"] in (["br"], ["zstd"]):
+        if _looks_decoded(body):  # the recorder decoded it and kept the header
+            return headers, body
+        body = _unbrotli(body, where) if "br" in codings else _unzstd(body, where)
+        return _without_coding(headers), body
     if body is None or not any(c in _DECODED for c in codings):
         return headers, _as_recorded(body, where, codings)
     if body.startswith(GZIP_MAGIC):
@@ -51,14 +57,77 @@ def decoded(
         body = _inflate(body, False, where, codings)
     else:  # already decoded by the recorder
         return headers, _as_recorded(body, where, codings)
-    kept = {k: v for k, v in headers.items() if k not in ("content-encoding", "content-length")}
-    return kept, body
+    return _without_coding(headers), body
+
+
+def _without_coding(headers: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The headers of a body decoded here: no coding, and no length of the coded bytes."""
+    return {k: v for k, v in headers.items() if k not in ("content-encoding", "content-length")}
+
+
+#: how every provider answer starts once decoded: JSON, or event-stream framing
+_DECODED_STARTS = (b"{", b"[", b"event:", b"data:", b":")
+
+
+def _looks_decoded(body: bytes) -> bool:
+    """A body that is already the text of an answer (a recorder decoded it and kept the
+    header): compressed data is neither UTF-8 JSON nor an event stream."""
+    if not body.lstrip().startswith(_DECODED_STARTS):
+        return False
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _unbrotli(body: bytes, where: str) -> bytes:
+    """A ``br`` body decoded, a piece at a time, refused past ``MAX_BODY_BYTES``."""
+    import brotli  # only cassettes with such bodies need it
+
+    decompressor, pieces, total, data = brotli.Decompressor(), [], 0, body
+    try:
+        while not decompressor.is_finished():
+            piece = decompressor.process(data, output_buffer_limit=_PIECE)
+            data = b""
+            total += len(piece)
+            if total > MAX_BODY_BYTES:
+                raise Problem(f"{where} body (br) decodes to more than {MAX_BODY_BYTES} bytes")
+            if not piece and decompressor.can_accept_more_data():
+                raise Problem(
+                    f"{where} body says content-encoding br but does not decode: it ends too soon"
+                )
+            pieces.append(piece)
+    except brotli.error as exc:
+        raise Problem(f"{where} body says content-encoding br but does not decode: {exc}") from None
+    return b"".join(pieces)
+
+
+def _unzstd(body: bytes, where: str) -> bytes:
+    """A ``zstd`` body decoded (every frame), a piece at a time, refused past
+    ``MAX_BODY_BYTES``."""
+    import zstandard  # only cassettes with such bodies need it
+
+    pieces, total = [], 0
+    try:
+        reader = zstandard.ZstdDecompressor().stream_reader(body, read_across_frames=True)
+        while piece := reader.read(_PIECE):
+            total += len(piece)
+            if total > MAX_BODY_BYTES:
+                raise Problem(f"{where} body (zstd) decodes to more than {MAX_BODY_BYTES} bytes")
+            pieces.append(piece)
+    except zstandard.ZstdError as exc:
+        raise Problem(
+            f"{where} body says content-encoding zstd but does not decode: {exc}"
+        ) from None
+    return b"".join(pieces)
 
 
 def _as_recorded(body: bytes | None, where: str, codings: list[str]) -> bytes | None:
     """A body kept as recorded: when its header names an encoding toolloop does not undo
-    (``br``, ``zstd``) or one it does not hold (gzip without gzip data), it must be the text
-    the recorder already decoded; else the cassette, not the provider, is what is unusable."""
+    (``compress``, several codings stacked) or one it does not hold (gzip without gzip data),
+    it must be the text the recorder already decoded; else the cassette, not the provider, is
+    what is unusable."""
     encoded = [c for c in codings if c not in ("identity", "")]
     if body is None or not encoded:
         return body
@@ -71,8 +140,8 @@ def _as_recorded(body: bytes | None, where: str, codings: list[str]) -> bytes | 
                 f"{where} body says content-encoding {said} but is neither that nor text"
             ) from None
         raise Problem(
-            f"{where} body says content-encoding {said} and is not text: toolloop decodes gzip"
-            " and deflate only (record with the recorder's decoding on)"
+            f"{where} body says content-encoding {said} and is not text: toolloop decodes gzip,"
+            " deflate, br and zstd (record with the recorder's decoding on)"
         ) from None
     return body
 

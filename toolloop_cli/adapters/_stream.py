@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
@@ -68,8 +67,13 @@ def no_events(kind: str, data: dict[str, object]) -> None:
 _SSE_START = (b"event:", b"data:", b":", b"id:", b"retry:")
 
 
-#: a media type (``type/subtype``, RFC 9110 tokens), parameters aside
-_MEDIA_TYPE = re.compile(r"[!#$%&'*+.^_`|~0-9a-z-]+/[!#$%&'*+.^_`|~0-9a-z-]+")
+#: the characters of an RFC 9110 token, lower case (a media type is ``token/token``)
+_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
+
+
+def _is_media_type(text: str) -> bool:
+    kind, slash, subtype = text.partition("/")
+    return bool(slash and kind and subtype) and _TOKEN.issuperset(kind + subtype)
 
 
 def is_event_stream(response: HttpResponse) -> bool:
@@ -78,7 +82,7 @@ def is_event_stream(response: HttpResponse) -> bool:
     header), by its bytes (``event:``/``data:`` framing, which no JSON body starts with)."""
     content_type = response.content_type.lower()
     media_type = content_type.split(";", 1)[0].strip()
-    if _MEDIA_TYPE.fullmatch(media_type):
+    if _is_media_type(media_type):
         return media_type == "text/event-stream"
     if response.chunks is not None:
         return False

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from support.nested import value_paths
 from support.paths import ROOT
 
 from toolloop_cli.adapters import ADAPTERS, get_adapter
@@ -89,17 +90,6 @@ _JSON = st.recursive(
 _ODD_NUMBERS = st.sampled_from(["1e999999", "-1e999999", "NaN", "Infinity", "9" * 5000, "1" * 30])
 
 
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            out += _paths(item, (*prefix, key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            out += _paths(item, (*prefix, i))
-    return out
-
-
 def _set(value: Any, path: tuple[Any, ...], new: Any, drop: bool = False) -> Any:
     if not path:
         return new
@@ -117,7 +107,7 @@ def mutated(draw: st.DrawFn, api: tuple[str, str]) -> bytes:
     """A recorded body with one structural or textual mutation."""
     body = draw(st.sampled_from(RECORDED[api]))
     doc = json.loads(body)
-    path = draw(st.sampled_from(_paths(doc)))
+    path = draw(st.sampled_from(value_paths(doc)))
     kind = draw(
         st.sampled_from(
             ["drop", "null", "retype", "generated", "duplicate", "odd_number", "bad_utf8", "cut"]

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 from hypothesis import given, settings, strategies as st
+from support.nested import value_paths
 from test_har import har
 from test_langchain_blanked import blanked
 from test_vcr_family import go_vcr, ruby_vcr
@@ -40,23 +41,11 @@ WRONG = [
 ]  # fmt: skip
 
 
-def places(node: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """The path of every value in ``node``, itself first."""
-    found = [at]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += places(value, (*at, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found += places(value, (*at, index))
-    return found
-
-
 @st.composite
 def broken(draw: st.DrawFn) -> tuple[str, bytes]:
     name = draw(st.sampled_from(sorted(LAYOUTS)))
     document = copy.deepcopy(LAYOUTS[name])
-    where = places(document)[1:]
+    where = value_paths(document)[1:]
     for _ in range(draw(st.integers(1, 3))):
         path = draw(st.sampled_from(where))
         parent = document

@@ -37,7 +37,7 @@ LAYOUTS: dict[str, Any] = {
 WRONG = [
     None, 0, -1, 2**70, 1.5, True, "", "x", "**REDACTED**", "H4sI", [], {}, [1], {"a": 1},
     "POST", "https://x", "%%%", b"\x1f\x8b\x08not gzip", "200 OK", "br", "zstd", "gzip",
-    "base64",
+    "base64", "é", "H4sIé",
 ]  # fmt: skip
 
 

@@ -97,6 +97,12 @@ def test_a_har_replays_as_the_recording_does(
             "log.entries[1].response 'text' says base64 but is not",
         ),
         (
+            lambda d: d["log"]["entries"][1]["response"]["content"].update(
+                text="é", encoding="base64"
+            ),
+            "log.entries[1].response 'text' says base64 but is not: not ASCII",
+        ),
+        (
             lambda d: d["log"]["entries"][1]["response"].update(status=0),
             "response status 0 is not an HTTP status code",
         ),

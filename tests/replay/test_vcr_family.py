@@ -92,6 +92,7 @@ def test_a_ruby_vcr_cassette_replays_as_the_recording_does(
     [
         ("{encoding: ASCII-8BIT, base64_string: '%%%'}", "body 'base64_string' is not base64"),
         ("{encoding: ASCII-8BIT, base64_string: [1]}", "body 'base64_string' is not text"),
+        ("{encoding: ASCII-8BIT, base64_string: 'é'}", "body 'base64_string' is not base64"),
         ("{encoding: ASCII-8BIT, string: !binary [1]}", "!binary holds something other than"),
     ],
 )

@@ -27,7 +27,6 @@ credentials in URIs (``user:password@`` and ``?key=``-style parameters).
 
 from __future__ import annotations
 
-import base64
 import binascii
 import http
 import json
@@ -51,7 +50,7 @@ from .detect import answered_api, detect_api
 from .encoded import GZIP_MAGIC, Oversized, decoded, decompress
 from .har import HAR_KEY, har_interactions
 from .paired import LAYOUT_KEYS, paired_interactions
-from .shapes import CassetteLoader, Problem, body_of, headers_of, status_of
+from .shapes import CassetteLoader, Problem, body_of, headers_of, status_of, unbase64
 
 __all__ = [
     "GZIP_MAGIC",
@@ -205,7 +204,7 @@ _GZIP_BASE64 = b"H4sI"
 def _unwrapped(data: bytes, name: str) -> bytes:
     """A base64-wrapped gzip cassette file, unwrapped (every character must be base64)."""
     try:
-        return base64.b64decode(b"".join(data.split()), validate=True)
+        return unbase64(data)
     except binascii.Error as exc:
         raise TranscriptError(
             f"transcript {name}: base64-wrapped gzip is not base64: {exc}"

@@ -17,12 +17,11 @@ or a part that is not the shape above, is a ``Problem`` naming the entry.
 
 from __future__ import annotations
 
-import base64
 import binascii
 from typing import Any
 
 from .detect import detect_api
-from .shapes import Problem
+from .shapes import Problem, unbase64
 
 __all__ = ["HAR_KEY", "har_interactions"]
 
@@ -104,6 +103,6 @@ def _text(node: dict[str, Any], where: str) -> str | bytes | None:
     if node.get("encoding") != "base64":
         return text
     try:
-        return base64.b64decode("".join(text.split()), validate=True)
+        return unbase64(text)
     except binascii.Error as exc:
         raise Problem(f"{where} 'text' says base64 but is not: {exc}") from None

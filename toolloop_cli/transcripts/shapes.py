@@ -32,7 +32,7 @@ import yaml
 
 from toolloop_cli.tools import strict_yaml
 
-__all__ = ["CassetteLoader", "Problem", "body_of", "headers_of", "status_of"]
+__all__ = ["CassetteLoader", "Problem", "body_of", "headers_of", "status_of", "unbase64"]
 
 #: ``{type, content}`` bodies (pydantic-ai's newer cassettes) with these types.
 _TYPED = frozenset({"json", "text"})
@@ -91,8 +91,9 @@ def status_of(response: dict[str, Any]) -> int:
     if isinstance(node, str) and "code" in response:
         node = response["code"]
     code = node.get("code") if isinstance(node, dict) else node
-    if isinstance(code, str) and code.strip()[:3].isdigit() and code.strip()[3:4] in ("", " "):
-        code = int(code.strip()[:3])  # "200", or a status line's "200 OK"
+    line = code.strip() if isinstance(code, str) else ""
+    if line[:3].isdigit() and line[3:4] in ("", " "):
+        code = int(line[:3])  # "200", or a status line's "200 OK"
     if not isinstance(code, int) or isinstance(code, bool):
         raise Problem("response has no HTTP status code (an int or {code, message})")
     if not 100 <= code <= 599:
@@ -169,9 +170,20 @@ def _base64(text: Any, where: str) -> bytes:
     if not isinstance(text, str):
         raise Problem(f"{where} body 'base64_string' is not text")
     try:
-        return base64.b64decode("".join(text.split()), validate=True)
+        return unbase64(text)
     except binascii.Error as exc:
         raise Problem(f"{where} body 'base64_string' is not base64: {exc}") from None
+
+
+def unbase64(text: str | bytes) -> bytes:
+    """Base64 as recorders wrap it (line breaks anywhere); any other character, non-ASCII
+    included, is a ``binascii.Error``."""
+    if isinstance(text, str):
+        try:
+            text = text.encode("ascii")
+        except UnicodeEncodeError:
+            raise binascii.Error("not ASCII") from None
+    return base64.b64decode(b"".join(text.split()), validate=True)
 
 
 def _json_bytes(value: Any, where: str) -> bytes:

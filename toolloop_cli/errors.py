@@ -72,7 +72,8 @@ class RegistryError(ToolloopError):
     def __init__(self, path: str, problems: list[tuple[str, str]]) -> None:
         self.path = path
         self.problems = problems
-        first = f"{problems[0][0]}: {problems[0][1]}" if problems else "invalid registry"
+        where, what = problems[0] if problems else ("", "invalid registry")
+        first = f"{where}: {what}" if where else what  # a problem of the whole file has no path
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         super().__init__(f"registry {path}: {first}{more}")
 

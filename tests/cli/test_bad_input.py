@@ -269,3 +269,24 @@ def test_a_store_url_that_does_not_parse_is_one_line_and_shows_no_password(url: 
     assert "cannot open store postgresql://(a URL that does not parse)" in result.stderr
     assert "s3cretpw" not in result.output + result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("runs", "--store", ""),
+        ("verify", "--store", " "),
+        ("run", TASK, "--registry", str(REGISTRY), "--transcript", str(REFUND_OPENAI))
+        + ("--store", ""),
+        ("store", "copy", "", "copy.db"),
+    ],
+    ids=["runs", "verify-blank", "run", "store-copy"],
+)
+def test_an_empty_store_location_is_a_usage_error(args: tuple[str, ...]) -> None:
+    """``--store ""`` is the working folder to ``pathlib`` (a ValueError traceback before):
+    it names no store, and is refused before anything opens or runs."""
+    result = CliRunner().invoke(app, [*args, "--json"], catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    assert "the store location is empty" in result.stderr
+    assert "Traceback" not in result.output

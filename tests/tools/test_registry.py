@@ -422,3 +422,12 @@ def test_an_approval_lifetime_beyond_ten_years_or_not_positive_is_a_problem(
     doc = minimal_doc()
     doc["policy"]["approval_ttl_s"] = ttl
     assert problem_paths(write(tmp_path, doc)) == ["policy.approval_ttl_s"]
+
+
+def test_a_problem_of_the_whole_file_is_named_without_an_empty_path(tmp_path: Path) -> None:
+    """A problem with no YAML path (the file cannot be read) reads "registry F: what", not
+    "registry F: : what"."""
+    missing = tmp_path / "missing.yaml"
+    with pytest.raises(RegistryError) as raised:
+        load_registry(missing)
+    assert str(raised.value).startswith(f"registry {missing}: cannot read the registry file")

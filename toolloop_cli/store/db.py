@@ -120,6 +120,8 @@ def open_store(
     (``pg_open.py``). ``durability``: see ``Durability`` (None: the ``TOOLLOOP_DURABILITY``
     variable, else barriers).
     """
+    if not str(path).strip():  # Path("") is the working folder, never a store
+        raise UsageError("the store location is empty: name a SQLite file or a postgresql:// URL")
     chosen = durability_from(durability)
     if must_exist and not store_exists(path):
         raise UsageError(

@@ -271,7 +271,6 @@ def test_a_store_url_that_does_not_parse_is_one_line_and_shows_no_password(url: 
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-
 @pytest.mark.parametrize(
     "args",
     [

@@ -15,6 +15,7 @@ from . import (
     audit,
     diff,
     inspect,
+    prose,
     registry,
     render,
     replay,
@@ -94,6 +95,7 @@ app.command("report")(report.report)
 app.command("worker")(worker.worker)
 app.add_typer(registry.app, name="registry")
 app.add_typer(stores.app, name="store")
+prose.reflow_commands(app)
 
 
 def main() -> None:

@@ -196,6 +196,23 @@ def test_duplicate_keys_in_a_cassette_are_refused(
     assert f"{where}: duplicate key" in line
 
 
+def test_a_key_a_recorder_wrote_twice_with_the_same_value_is_read(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """``version: 1`` twice (a real recorder's output that vcrpy reads): one meaning, read.
+    The same key with another value is still refused, at the line of the repeat."""
+    text = REFUND_OPENAI.read_text()
+    same = tmp_path / "same.yaml"
+    same.write_text(text.replace("version: 1", "version: 1\nversion: 1"))
+    assert cli("replay", str(same)).exit_code == 0
+    repeat_line = text.splitlines().index("version: 1") + 2
+    other = tmp_path / "other.yaml"
+    other.write_text(text.replace("version: 1", "version: 1\nversion: 2"))
+    result = cli("replay", str(other))
+    assert result.exit_code == 2
+    assert f"version: duplicate key at line {repeat_line}" in one_line(result.stderr)
+
+
 @pytest.mark.parametrize("depth", [65, 500, 5000])
 def test_a_recorded_request_nested_deeper_than_toolloop_reads_is_refused(
     cli: Invoke, tmp_path: Path, store_path: Path, depth: int

@@ -215,7 +215,11 @@ def test_duplicate_tool_name_is_reported_not_silently_overwritten(tmp_path: Path
     second = yaml.safe_dump({"get_order": GET_ORDER}, sort_keys=False)
     text += "".join("  " + line + "\n" for line in second.splitlines())
     problems = check_registry(write(tmp_path, text))
-    assert ("tools.get_order", "duplicate key") in problems
+    lines = text.splitlines()
+    second_at = len(lines) - lines[::-1].index("  get_order:")  # 1-based: the repeat
+    assert [m for w, m in problems if w == "tools.get_order"] == [
+        f"duplicate key at line {second_at}"
+    ]
     with pytest.raises(RegistryError):
         load_registry(tmp_path / "registry.yaml")
 
@@ -224,7 +228,18 @@ def test_duplicate_nested_key_is_reported_with_its_full_path(tmp_path: Path) -> 
     text = yaml.safe_dump(minimal_doc(), sort_keys=False).replace(
         "    risk: read\n", "    risk: read\n    risk: write\n"
     )
-    assert ("tools.get_order.risk", "duplicate key") in check_registry(write(tmp_path, text))
+    problems = check_registry(write(tmp_path, text))
+    assert ("tools.get_order.risk", "duplicate key at line 12") in problems
+
+
+def test_a_key_repeated_with_the_same_value_is_still_a_duplicate_in_a_registry(
+    tmp_path: Path,
+) -> None:
+    """A registry is toolloop's own file: every repeat is reported, even of the same value."""
+    text = yaml.safe_dump(minimal_doc(), sort_keys=False).replace(
+        "    risk: read\n", "    risk: read\n    risk: read\n"
+    )
+    assert any(w == "tools.get_order.risk" for w, _ in check_registry(write(tmp_path, text)))
 
 
 def test_unknown_keys_are_reported_at_every_level(tmp_path: Path) -> None:

@@ -347,11 +347,32 @@ def test_a_cassette_of_other_endpoints_says_which_it_holds_and_which_toolloop_re
     message = str(info.value)
     assert (
         "no interaction with a known provider API URI (it holds: POST /v1/chat/completions ×2, "
-        "POST /v1/embeddings, POST /a, and 1 other(s)); toolloop reads OpenAI /v1/responses"
+        "POST /v1/embeddings, POST /a, and 1 other(s)); toolloop reads POST requests to OpenAI "
+        "/v1/responses"
     ) in message
     assert "secret" not in message and "pw" not in message and "api.openai.com" not in message
     with pytest.raises(TranscriptError, match=r"URI \(it holds no interaction\); toolloop"):
         load_cassette(write(tmp_path, "interactions: []\n"))
+
+
+def test_a_long_path_is_shown_with_its_end_where_its_method_is(tmp_path: Path) -> None:
+    """Anthropic on Vertex: the path's end (``:rawPredict``) is what says why it is refused.
+    A GET of a stored response is told apart from the POST toolloop reads."""
+    vertex = (
+        "https://us-east5-aiplatform.googleapis.com/v1/projects/my-project-123/locations/"
+        "us-east5/publishers/anthropic/models/claude-3-7-sonnet@20250219:rawPredict"
+    )
+    stored = "https://api.openai.com/v1/responses/resp_67d4"
+    text = (
+        f"interactions:\n- request: {{uri: '{vertex}'}}\n{GOOD_RESPONSE}"
+        f"- request: {{uri: '{stored}', method: GET}}\n{GOOD_RESPONSE}"
+    )
+    with pytest.raises(TranscriptError) as info:
+        load_cassette(write(tmp_path, text))
+    message = str(info.value)
+    assert "(it holds: POST /v1/projects/my-project-123/locations/us…" in message
+    assert "…s/claude-3-7-sonnet@20250219:rawPredict, GET /v1/responses/resp_67d4); " in message
+    assert "toolloop reads POST requests to OpenAI /v1/responses" in message
 
 
 def test_missing_and_undecodable_files(tmp_path: Path) -> None:

@@ -87,7 +87,11 @@ def read_capped_bytes(path: Path, limit: int) -> bytes:
 
 
 def load(
-    text: str, loader: type[Any] = Loader, *, max_depth: int = MAX_DEPTH
+    text: str,
+    loader: type[Any] = Loader,
+    *,
+    max_depth: int = MAX_DEPTH,
+    same_value_repeats: bool = False,
 ) -> tuple[Any, list[Problem]]:
     """The document and its problems, each ``(path, message)``.
 
@@ -95,6 +99,10 @@ def load(
     (``NOT_LOADED`` is returned); duplicate keys are reported and the document still built,
     so a caller that lists every problem can go on checking it. What YAML itself refuses
     (syntax, tags outside the safe schema) raises ``yaml.YAMLError``.
+
+    ``same_value_repeats``: a key repeated with the very same scalar value (``version: 1``
+    twice, as some recorders leave a cassette) is no problem, since the file still means one
+    thing; a repeat with any other value is.
     """
     parser = loader(text)
     try:
@@ -104,7 +112,7 @@ def load(
             return NOT_LOADED, [("", f"nested deeper than {max_depth} levels")]
         if node is None:
             return None, []
-        fatal, duplicates = _walk(node, max_depth)
+        fatal, duplicates = _walk(node, max_depth, same_value_repeats)
         if fatal:
             return NOT_LOADED, fatal + duplicates
         return parser.construct_document(node), duplicates
@@ -120,7 +128,9 @@ def describe(exc: yaml.YAMLError) -> str:
     return f"{where}: {' '.join(str(problem).split())}"
 
 
-def _walk(root: yaml.Node, max_depth: int) -> tuple[list[Problem], list[Problem]]:
+def _walk(
+    root: yaml.Node, max_depth: int, same_value_repeats: bool
+) -> tuple[list[Problem], list[Problem]]:
     """(the first alias or excess depth, duplicate keys): each node once, without recursion."""
     duplicates: list[Problem] = []
     seen: set[int] = set()
@@ -137,17 +147,34 @@ def _walk(root: yaml.Node, max_depth: int) -> tuple[list[Problem], list[Problem]
             return [(where, f"nested deeper than {max_depth} levels")], duplicates
         children: list[tuple[yaml.Node, str, int]] = []
         if isinstance(node, yaml.MappingNode):
-            keys: set[tuple[str, str]] = set()
+            keys: dict[tuple[str, str], yaml.Node] = {}
             for key_node, value_node in node.value:
                 label = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else "<key>"
                 child = f"{path}.{label}" if path else label
                 if isinstance(key_node, yaml.ScalarNode):
                     key = (key_node.tag, label)
-                    if key in keys:
-                        duplicates.append((child, DUPLICATE_KEY))
-                    keys.add(key)
+                    first = keys.get(key)
+                    if first is not None and not (
+                        same_value_repeats and _same_scalar(first, value_node)
+                    ):
+                        duplicates.append((child, _duplicate(key_node)))
+                    keys.setdefault(key, value_node)
                 children += [(key_node, child, depth + 1), (value_node, child, depth + 1)]
         else:
             children += [(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(node.value)]
         stack.extend(reversed(children))
     return [], duplicates
+
+
+def _same_scalar(first: yaml.Node, again: yaml.Node) -> bool:
+    return (
+        isinstance(first, yaml.ScalarNode)
+        and isinstance(again, yaml.ScalarNode)
+        and (first.tag, first.value) == (again.tag, again.value)
+    )
+
+
+def _duplicate(key_node: yaml.Node) -> str:
+    """``duplicate key at line L``: the repeat, where an editor finds it."""
+    mark = key_node.start_mark
+    return f"{DUPLICATE_KEY} at line {mark.line + 1}" if mark is not None else DUPLICATE_KEY

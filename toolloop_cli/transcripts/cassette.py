@@ -18,9 +18,9 @@ read by ``paired.py``.
 
 Every problem is a ``TranscriptError`` with one line naming the file, never a traceback. A
 cassette is untrusted input: files over ``MAX_CASSETTE_BYTES`` are refused unread (and so is
-one that decompresses to more), YAML aliases and duplicate keys are refused (``strict_yaml``),
-and a compressed body is inflated a piece at a time, refused once it passes ``MAX_BODY_BYTES``,
-the cap of a live answer (``encoded.py``).
+one that decompresses to more), YAML aliases and keys repeated with another value are refused
+(``strict_yaml``), and a compressed body is inflated a piece at a time, refused once it passes
+``MAX_BODY_BYTES``, the cap of a live answer (``encoded.py``).
 ``dump_cassette`` writes the vcrpy shape atomically and always scrubs secret headers, and
 credentials in URIs (``user:password@`` and ``?key=``-style parameters).
 """
@@ -182,7 +182,8 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise TranscriptError(f"transcript {name}: cannot read: {reason}") from exc
     try:
-        document, problems = strict_yaml.load(text, CassetteLoader)
+        # a key recorded twice with one value means one thing (vcrpy reads the last of any)
+        document, problems = strict_yaml.load(text, CassetteLoader, same_value_repeats=True)
     except yaml.YAMLError as exc:
         raise TranscriptError(
             f"transcript {name}: not valid YAML{strict_yaml.describe(exc)}"
@@ -253,8 +254,9 @@ def _cassette(name: str, document: Any) -> Cassette:
     if not any(item.api is not None for item in interactions):
         raise TranscriptError(
             f"transcript {name}: no interaction with a known provider API URI"
-            f"{_endpoints_seen(interactions)}; toolloop reads OpenAI /v1/responses, Anthropic "
-            "/v1/messages, Gemini :generateContent, :streamGenerateContent and /interactions"
+            f"{_endpoints_seen(interactions)}; toolloop reads POST requests to OpenAI "
+            "/v1/responses, Anthropic /v1/messages, Gemini :generateContent, "
+            ":streamGenerateContent and /interactions"
             f"{_blanked_note(interactions)}"
         )
     metadata = {str(k): v for k, v in document.items() if k != "interactions" and k not in dropped}
@@ -285,7 +287,8 @@ def _endpoints_seen(interactions: list[Interaction], most: int = 3) -> str:
 
     def endpoint(item: Interaction) -> str:
         path = urlsplit(item.request.uri).path or "/"
-        return f"{item.request.method} {path if len(path) <= 80 else path[:80] + '…'}"
+        # a long path keeps its end, where the method (``:rawPredict``) says what it is
+        return f"{item.request.method} {path if len(path) <= 80 else path[:40] + '…' + path[-39:]}"
 
     ranked = Counter(map(endpoint, interactions)).most_common()
     shown = [f"{key} ×{count}" if count > 1 else key for key, count in ranked[:most]]

@@ -14,10 +14,6 @@ so a running SHA-256 over the items so far, copied and finished per turn, gives 
 ``sha256(rfc8785.dumps(body))`` at a cost that does not grow with the run (checked against
 the direct hash on the first turns).
 
-``step_commits``: the same, plus the one more transaction per turn that toolloop commits
-for a read-only turn (two: before the handlers and before the next request; the extra one
-a one-row insert): what the commits alone cost.
-
 What it does not do: no state machine, no transition log, no audit hash chain, no per-call
 intent commit before a handler runs (so no crash recovery of a half-run turn), no approvals,
 policy, idempotency keys, guards, timeouts or result size caps, no error envelopes for
@@ -44,7 +40,6 @@ CREATE TABLE turns (
     idx INTEGER PRIMARY KEY, request_sha256 TEXT NOT NULL, response_sha256 TEXT NOT NULL,
     response_body BLOB NOT NULL
 );
-CREATE TABLE steps (turn_idx INTEGER NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (turn_idx, n));
 CREATE TABLE calls (
     turn_idx INTEGER NOT NULL, seq INTEGER NOT NULL, call_id TEXT NOT NULL, name TEXT NOT NULL,
     arguments TEXT NOT NULL, result TEXT NOT NULL, result_sha256 TEXT NOT NULL,
@@ -127,10 +122,8 @@ class Floor:
         registry: Path,
         model: str,
         task: str,
-        step_commits: bool = False,
     ) -> None:
         self.api = api
-        self.step_commits = step_commits
         self.conn = sqlite3.connect(str(path), isolation_level=None)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
@@ -210,10 +203,6 @@ class Floor:
         return text if not calls else None
 
     def commit(self, idx: int, response: bytes, rows: list[tuple[Any, ...]]) -> None:
-        if self.step_commits:  # toolloop's count: 2 per read-only turn, this and the one below
-            self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.execute("INSERT INTO steps VALUES (?, ?)", (idx, 0))
-            self.conn.execute("COMMIT")
         start = len(self.conversation) - len(self.pending)
         self.conn.execute("BEGIN IMMEDIATE")
         self.conn.execute(

@@ -1,6 +1,6 @@
 """One measurement in a fresh process: a variant runs the workload once and prints one JSON line.
 
-    python bench/measure.py floor|floor-step-commits|toolloop|toolloop-cassette --api openai \
+    python bench/measure.py floor|toolloop|toolloop-cassette --api openai \
         --turns 200 --calls 3
 
 Printed: ``seconds`` (wall time of the run: from the first request to the final text, every
@@ -30,9 +30,7 @@ def store_bytes(folder: Path, stem: str) -> int:
     return sum(p.stat().st_size for p in folder.iterdir() if p.name.startswith(stem))
 
 
-def run_floor(
-    api: str, turns: int, calls: int, folder: Path, step_commits: bool = False
-) -> dict[str, Any]:
+def run_floor(api: str, turns: int, calls: int, folder: Path) -> dict[str, Any]:
     from floor import Floor
 
     responses = workload.answers(api, turns, calls)
@@ -42,7 +40,6 @@ def run_floor(
         workload.REGISTRY,
         workload.MODELS[api],
         workload.TASK,
-        step_commits=step_commits,
     )
     started = time.perf_counter()
     text = loop.run(responses)
@@ -106,9 +103,7 @@ def run_toolloop(
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument(
-        "variant", choices=["floor", "floor-step-commits", "toolloop", "toolloop-cassette"]
-    )
+    parser.add_argument("variant", choices=["floor", "toolloop", "toolloop-cassette"])
     parser.add_argument("--api", choices=sorted(workload.URIS), default="openai")
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--calls", type=int, default=3)
@@ -116,9 +111,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="toolloop-bench-") as tmp:
         folder = Path(tmp)
-        if args.variant.startswith("floor"):
-            step_commits = args.variant == "floor-step-commits"
-            out = run_floor(args.api, args.turns, args.calls, folder, step_commits)
+        if args.variant == "floor":
+            out = run_floor(args.api, args.turns, args.calls, folder)
         else:
             from_file = args.variant == "toolloop-cassette"
             out = run_toolloop(args.api, args.turns, args.calls, folder, from_file, args.store_url)

@@ -113,7 +113,6 @@ def loop_rows(repeats: int, calls: int, big: int, peers: bool) -> list[Row]:
     floor_b = {t: Row("store size", f"floor T={t}", "B/call") for t in sizes}
     tool_b = {t: Row("store size", f"toolloop T={t}", "B/call") for t in sizes}
     cassette = Row("per-call overhead T=200", "toolloop, reads the cassette file", "µs/call")
-    commits = Row("per-call overhead T=200", "floor + toolloop's commits (2/turn)", "µs/call")
     a_floor = Row("per-call overhead T=200", "floor, Anthropic shape", "µs/call")
     a_tool = Row("per-call overhead T=200", "toolloop, Anthropic shape", "µs/call")
     peer_rows = {p: Row("peers T=200", p, "µs/call") for p in PEERS}
@@ -134,7 +133,6 @@ def loop_rows(repeats: int, calls: int, big: int, peers: bool) -> list[Row]:
         job(floor[t], "floor", "openai", t, floor_b[t])
         job(tool[t], "toolloop", "openai", t, tool_b[t])
     job(cassette, "toolloop-cassette", "openai", 200)
-    job(commits, "floor-step-commits", "openai", 200)
     job(a_floor, "floor", "anthropic", 200)
     job(a_tool, "toolloop", "anthropic", 200)
     if peers:
@@ -152,9 +150,9 @@ def loop_rows(repeats: int, calls: int, big: int, peers: bool) -> list[Row]:
         "≤ 2× floor",
         2.0,
     )
-    cassette.baseline, commits.baseline, a_tool.baseline = head, head, a_floor
+    cassette.baseline, a_tool.baseline = head, a_floor
     a_tool.target, a_tool.limit = "≤ 2× floor", 2.0
-    rows = [head, commits, main, cassette, a_floor, a_tool]
+    rows = [head, main, cassette, a_floor, a_tool]
     if peers:
         durable = [row for name, row in peer_rows.items() if name != "pydantic-ai"]
         fastest = min(durable, key=lambda r: r.median)

@@ -50,6 +50,19 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _reads_held_for_good() -> Iterator[None]:
+    """A batch of reads keeps its intents held until its results, however long its handlers
+    take: which commits a run makes must not depend on how busy the machine is. Session-wide,
+    so that module fixtures (a crash harness's reference run) see it too; the tests of the
+    default (committed once ``READS_HELD_S`` has passed) set it themselves."""
+    from toolloop_cli.engine import executing
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(executing, "READS_HELD_S", float("inf"))
+        yield
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reliability = Path(__file__).resolve().parent / "reliability"
     soak = bool(os.environ.get("TOOLLOOP_SOAK"))

@@ -30,7 +30,8 @@ def test_a_write_holds_only_what_it_changed_and_the_hash_of_the_whole_row(
     assert {r["kind"] for _, r in log} == {"batch"}
     # the commits of the run: one record each, every write of the transaction in it
     assert all(r["writes"] for _, r in log)
-    (call,) = [c for c in store.calls(op_id) if c.name == "get_order"]
+    # a side effect: its intent is committed before its handler runs, its result after
+    (call,) = [c for c in store.calls(op_id) if c.name == "create_refund_draft"]
     seq, index = newest_write(store.conn, "call", call_id=call.call_id, column="state")
     _, changes, stated = next(r for s, r in log if s == seq)["writes"][index][1:4]
     assert changes["state"] == "SUCCEEDED"
@@ -46,7 +47,7 @@ def test_changes_that_do_not_add_up_to_the_stated_row_are_found(store_path: Path
     path = store_path
     store = open_store(path)
     op_id = start(store, FakeClock())
-    (call,) = [c for c in store.calls(op_id) if c.name == "get_order"]
+    (call,) = [c for c in store.calls(op_id) if c.name == "create_refund_draft"]
     store.close()
     with behind_its_back(path) as conn:
         seq, index = newest_write(conn, "call", call_id=call.call_id, column="state")

@@ -13,6 +13,7 @@ holds it; a lease left by a killed process does not block the next resume.
 from __future__ import annotations
 
 import errno
+import json
 import multiprocessing
 import os
 import shutil
@@ -34,6 +35,7 @@ from support.stores import sqlite_of
 from typer.testing import CliRunner
 
 from toolloop_cli.cli import app
+from toolloop_cli.engine.clock import SystemClock
 from toolloop_cli.errors import StoreError
 from toolloop_cli.examples.refunds import ledger_refunds
 from toolloop_cli.service import approvals, operations
@@ -294,11 +296,17 @@ def test_a_full_disk_at_every_page_leaves_the_old_or_the_new_state(
 
 
 def test_a_full_disk_is_one_clear_line_and_exit_2(
-    full_disk_reference: tuple[Path, set[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    template, _ = full_disk_reference
-    shutil.copytree(template, tmp_path / "case")
+    """The refund approved now (on the system clock, which the CLI's resume runs on): resuming
+    it writes the submitted refund and the turns after it, more than the pages the store has
+    (whether a small write fits in the last pages' free space depends on their layout)."""
     path = tmp_path / "case" / "store.db"
+    path.parent.mkdir()
+    store = open_store(path)
+    _, apr = waiting_refund(store, clock=SystemClock())
+    approvals.approve(store, apr, "ops-lead")
+    store.close()
     limit = _page_count(path)
     real = connect
 
@@ -311,10 +319,12 @@ def test_a_full_disk_is_one_clear_line_and_exit_2(
     store = open_store(path)
     (op,) = store.list_operations()
     store.close()
-    result = CliRunner().invoke(app, ["resume", op.operation_id, "--store", str(path)])
+    # --json: stderr holds the error alone (without it, the progress of the commits that fit)
+    result = CliRunner().invoke(app, ["resume", op.operation_id, "--store", str(path), "--json"])
     lines = [x for x in result.stderr.splitlines() if x.strip()]
     assert result.exit_code == 2
     assert len(lines) == 1 and "full" in lines[0], lines
+    assert "database or disk is full" in json.loads(result.stdout)["error"]
 
 
 class _FullDisk:

@@ -22,11 +22,16 @@ from .types import CallContext, ToolExecution, ToolInfo
 
 C = CallState
 
+#: how long the handlers of a batch of reads may run while its intents are held uncommitted
+#: (the store's write lock with them); past it they are committed, and the handlers go on
+READS_HELD_S = 0.01
+
 
 def execute(
     deps: Deps, op: OperationRecord, calls: list[CallRecord] | None = None
 ) -> tuple[OperationRecord, list[CallRecord] | None]:
-    """Run every approved call of the turn: each intent committed before its handler runs.
+    """Run every approved call of the turn: each side effect's intent committed before its
+    handler runs, a batch of reads' intents held with the turn (``_run_batch``).
 
     A side effect's result is committed as soon as its handler returns; the results of a batch
     of reads are committed together (a crash re-runs them), the last batch's with the step's
@@ -123,12 +128,16 @@ def _run_batch(
     result as it returns; a batch of reads returns its executions for one commit.
 
     The intents of side effects are a barrier: after a power loss, an effect that happened
-    always has its intent (and so its key) in the store.
+    always has its intent (and so its key) in the store. A batch of reads has no effect to
+    lose: its intents are held with the turn's other state changes while its handlers run
+    (one commit for the whole turn, results included), and committed only if the handlers
+    are still running after ``READS_HELD_S``, so that no other writer waits on a slow read.
+    A crash in between loses the turn since its model request: it is made again.
     """
     effects = any(_side_effecting(deps, c) for c in batch)
     if effects:
         _refuse_unvouched(deps, batch)
-    with deps.store.transaction(before_wait=True):  # the handlers start right after it
+    with deps.store.transaction(before_wait=effects):  # the handlers start right after it
         if effects:
             deps.store.barrier()
         by_tool = dict(op.counters.tool_calls_by_tool)
@@ -152,7 +161,8 @@ def _run_batch(
 
     ended: list[CallRecord] = []
     reads: _Pending = []
-    for call, execution in parallel.run_all(started, start, op.guards.max_parallel):
+    patience = None if effects else parallel.Patience(READS_HELD_S, deps.store.release)
+    for call, execution in parallel.run_all(started, start, op.guards.max_parallel, patience):
         deps.failpoint("after_effect_before_result_commit")
         if not effects:
             reads.append((call, execution))

@@ -63,12 +63,36 @@ class Running(Protocol[R_co]):
 Start = Callable[[T, Callable[[], None]], Running[R]]
 
 
-def run_all(items: Sequence[T], start: Start[T, R], max_parallel: int) -> Iterator[tuple[T, R]]:
+class Patience:
+    """What to do once the calling thread has waited ``seconds`` with work still running
+    (``then``, called once, on the calling thread)."""
+
+    def __init__(self, seconds: float, then: Callable[[], None]) -> None:
+        self.until = time.monotonic() + seconds
+        self.then: Callable[[], None] | None = then
+
+    def left(self) -> float:
+        """Seconds until ``then`` is due (infinite once it has been called)."""
+        return self.until - time.monotonic() if self.then is not None else float("inf")
+
+    def run_out(self) -> None:
+        then, self.then = self.then, None
+        if then is not None:
+            then()
+
+
+def run_all(
+    items: Sequence[T],
+    start: Start[T, R],
+    max_parallel: int,
+    patience: Patience | None = None,
+) -> Iterator[tuple[T, R]]:
     """Yield ``(item, result)`` as each item's work finishes or its time is up, with at most
     ``max_parallel`` running at once.
 
     The calling thread starts the work (each item on a thread of the handlers' pool) and then
     sleeps until one of them reports back: one hand-off per item, and nothing else to wake.
+    ``patience``, if given, runs out once while the calling thread waits past it.
     """
     done: queue.SimpleQueue[int] = queue.SimpleQueue()
     waiting = list(reversed(list(enumerate(items))))
@@ -77,19 +101,28 @@ def run_all(items: Sequence[T], start: Start[T, R], max_parallel: int) -> Iterat
         while waiting and len(running) < max(1, max_parallel):
             k, item = waiting.pop()
             running[k] = (item, start(item, partial(done.put, k)))
-        item, work = running.pop(_next(done, running))
+        item, work = running.pop(_next(done, running, patience))
         yield item, work.finish()
 
 
-def _next(done: queue.SimpleQueue[int], running: Mapping[int, tuple[T, Running[R]]]) -> int:
+def _next(
+    done: queue.SimpleQueue[int],
+    running: Mapping[int, tuple[T, Running[R]]],
+    patience: Patience | None,
+) -> int:
     """The first running item to report back, or the first whose time is up (reports of
     items already given up on are skipped)."""
     while True:
         first = min(running, key=lambda k: running[k][1].expires)
         left = running[first][1].expires - time.monotonic()
+        due = patience.left() if patience is not None else float("inf")
         try:
-            k = done.get(timeout=left) if left > 0 else done.get_nowait()
+            wait = min(left, due)
+            k = done.get(timeout=wait) if wait > 0 else done.get_nowait()
         except queue.Empty:
+            if patience is not None and due <= left:
+                patience.run_out()
+                continue
             return first
         if k in running:
             return k

@@ -22,7 +22,7 @@ FAILPOINTS: tuple[str, ...] = (
     "after_turn_commit",  # the model's answer and its proposed calls committed
     "after_approval_commit",  # a human decision committed, nothing run yet
     "after_force_continue_commit",  # an operator's forced continue committed
-    "after_intent_commit",  # call EXECUTING committed, handler not started
+    "after_intent_commit",  # call EXECUTING committed (a read's: held), handler not started
     "after_effect_before_result_commit",  # handler returned, result not committed
     "after_result_commit",  # one call's result committed, its siblings maybe still running
     "after_recover_commit",  # a call left EXECUTING by a crash reconciled, re-run or escalated

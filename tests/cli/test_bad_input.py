@@ -289,3 +289,22 @@ def test_an_empty_store_location_is_a_usage_error(args: tuple[str, ...]) -> None
     assert result.exit_code == 2, result.output
     assert "the store location is empty" in result.stderr
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("show", ""), "no operation '' in store"),
+        (("verify", ""), "no operation '' in store"),
+        (("approve", "", "--as", "ops-lead"), "no approval '' in store"),
+    ],
+    ids=["show", "verify", "approve"],
+)
+def test_an_empty_id_is_named_as_empty(
+    cli: Invoke, store_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    """An empty id reads as '' in the one line (it was "no operation  in store")."""
+    open_store(store_path).close()
+    result = cli(*args)
+    assert result.exit_code == 2, result.output
+    assert said in result.stderr

@@ -71,7 +71,9 @@ def verify_store(
         ]
         return Report(found, dict.fromkeys(_COUNTS, 0), Head(0, GENESIS), expect_head)
     if operation_id is not None and not _exists(store, operation_id):
-        raise OperationNotFound(f"no operation {operation_id} in store {store.location}")
+        raise OperationNotFound(
+            f"no operation {operation_id or repr('')} in store {store.location}"
+        )
     with _collector_paused(), store_parts.read_snapshot(store):
         chain = ChainWalk()
         records = [0]

@@ -46,7 +46,9 @@ class ApprovalStore(TransactionalStore):
     def get_approval(self, approval_id: str, tenant: str | None = None) -> ApprovalRecord:
         row = self._approval_row(approval_id)
         if row is None or (tenant is not None and row[5] != tenant):
-            raise OperationNotFound(f"no approval {approval_id} in store {self.location}")
+            raise OperationNotFound(
+                f"no approval {approval_id or repr('')} in store {self.location}"
+            )
         apr = apr_from_row(row)
         self._audit.read("approval", apr.model_dump())
         return apr

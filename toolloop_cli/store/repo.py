@@ -93,7 +93,9 @@ class Store(ApprovalStore):
             (operation_id,),
         )
         if row is None or (tenant is not None and row[8] != tenant):
-            raise OperationNotFound(f"no operation {operation_id} in store {self.location}")
+            raise OperationNotFound(
+                f"no operation {operation_id or repr('')} in store {self.location}"
+            )
         self._audit.read("operation", dict(zip(OP_NAMES, row, strict=True)))
         return row
 

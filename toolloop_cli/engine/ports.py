@@ -188,7 +188,9 @@ class StorePort(Protocol):
 
     def transaction(self, *, before_wait: bool = False) -> AbstractContextManager[None]:
         """All of a state change or none of it; ``before_wait``: something outside the store
-        (a handler, a model request) follows, so a held commit cannot wait any longer."""
+        (a side effect's handler, a model request) follows, so a held commit cannot wait any
+        longer. (Read handlers may run with the commit held: the engine ``release``s it if
+        they take long.)"""
         ...
 
     def holding(self) -> AbstractContextManager[None]:

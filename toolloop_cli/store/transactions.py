@@ -95,8 +95,8 @@ class TransactionalStore:
 
         Inside ``holding()`` the commit is held open and the next transaction joins it (one
         commit for the state changes between two waits), unless ``before_wait`` says that
-        something outside the store (a handler, a model request) follows, or the
-        transaction is a barrier: then it commits now, with everything it joined.
+        something outside the store (a side effect's handler, a model request) follows, or
+        the transaction is a barrier: then it commits now, with everything it joined.
         """
         if not self._held:
             if self.conn.in_transaction:

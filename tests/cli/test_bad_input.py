@@ -308,3 +308,14 @@ def test_an_empty_id_is_named_as_empty(
     result = cli(*args)
     assert result.exit_code == 2, result.output
     assert said in result.stderr
+
+
+@pytest.mark.parametrize("command", [("runs",), ("verify",), ("show", "op_x")])
+def test_the_root_folder_as_the_store_is_refused_as_a_directory(
+    command: tuple[str, ...],
+) -> None:
+    """``--store /``: a folder whose name is empty, for which the empty-file check built a
+    ``-wal`` name and raised a ValueError traceback; it is a directory, refused in one line."""
+    result = CliRunner().invoke(app, [*command, "--store", "/", "--json"], catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    assert "cannot open store /: it is a directory" in result.stderr

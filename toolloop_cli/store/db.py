@@ -86,13 +86,11 @@ def store_exists(location: str | Path) -> bool:
 
 
 def _empty_file(path: Path) -> bool:
-    wal = path.with_name(path.name + "-wal")
     try:
-        return (
-            path.is_file()
-            and path.stat().st_size == 0
-            and (not wal.exists() or wal.stat().st_size == 0)
-        )
+        if not path.is_file() or path.stat().st_size != 0:
+            return False  # a folder ("/" has no name to put "-wal" after) is never one
+        wal = path.with_name(path.name + "-wal")
+        return not wal.exists() or wal.stat().st_size == 0
     except OSError:  # unreadable: opening it says why
         return False
 

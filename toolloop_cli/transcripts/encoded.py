@@ -85,22 +85,24 @@ def _unbrotli(body: bytes, where: str) -> bytes:
     """A ``br`` body decoded, a piece at a time, refused past ``MAX_BODY_BYTES``."""
     import brotli  # only cassettes with such bodies need it
 
-    decompressor, pieces, total, data = brotli.Decompressor(), [], 0, body
-    try:
-        while not decompressor.is_finished():
-            piece = decompressor.process(data, output_buffer_limit=_PIECE)
-            data = b""
-            total += len(piece)
-            if total > MAX_BODY_BYTES:
-                raise Problem(f"{where} body (br) decodes to more than {MAX_BODY_BYTES} bytes")
-            if not piece and decompressor.can_accept_more_data():
-                raise Problem(
-                    f"{where} body says content-encoding br but does not decode: it ends too soon"
-                )
-            pieces.append(piece)
-    except brotli.error as exc:
-        raise Problem(f"{where} body says content-encoding br but does not decode: {exc}") from None
-    return b"".join(pieces)
+    def pieces() -> Iterator[bytes]:
+        decompressor, data = brotli.Decompressor(), body
+        try:
+            while not decompressor.is_finished():
+                piece = decompressor.process(data, output_buffer_limit=_PIECE)
+                data = b""
+                if not piece and decompressor.can_accept_more_data():
+                    raise Problem(
+                        f"{where} body says content-encoding br but does not decode: "
+                        "it ends too soon"
+                    )
+                yield piece
+        except brotli.error as exc:
+            raise Problem(
+                f"{where} body says content-encoding br but does not decode: {exc}"
+            ) from None
+
+    return _capped(pieces(), where, "br")
 
 
 def _unzstd(body: bytes, where: str) -> bytes:
@@ -108,19 +110,29 @@ def _unzstd(body: bytes, where: str) -> bytes:
     ``MAX_BODY_BYTES``."""
     import zstandard  # only cassettes with such bodies need it
 
-    pieces, total = [], 0
-    try:
-        reader = zstandard.ZstdDecompressor().stream_reader(body, read_across_frames=True)
-        while piece := reader.read(_PIECE):
-            total += len(piece)
-            if total > MAX_BODY_BYTES:
-                raise Problem(f"{where} body (zstd) decodes to more than {MAX_BODY_BYTES} bytes")
-            pieces.append(piece)
-    except zstandard.ZstdError as exc:
-        raise Problem(
-            f"{where} body says content-encoding zstd but does not decode: {exc}"
-        ) from None
-    return b"".join(pieces)
+    def pieces() -> Iterator[bytes]:
+        try:
+            reader = zstandard.ZstdDecompressor().stream_reader(body, read_across_frames=True)
+            while piece := reader.read(_PIECE):
+                yield piece
+        except zstandard.ZstdError as exc:
+            raise Problem(
+                f"{where} body says content-encoding zstd but does not decode: {exc}"
+            ) from None
+
+    return _capped(pieces(), where, "zstd")
+
+
+def _capped(pieces: Iterator[bytes], where: str, coding: str) -> bytes:
+    """The decoded ``pieces`` joined, refused once they pass ``MAX_BODY_BYTES`` (the rest is
+    never decoded)."""
+    kept, total = [], 0
+    for piece in pieces:
+        total += len(piece)
+        if total > MAX_BODY_BYTES:
+            raise Problem(f"{where} body ({coding}) decodes to more than {MAX_BODY_BYTES} bytes")
+        kept.append(piece)
+    return b"".join(kept)
 
 
 def _as_recorded(body: bytes | None, where: str, codings: list[str]) -> bytes | None:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from support.audit_log import records, reseal, row_writes
+from support.audit_log import records, reseal, row_writes, writes_of
 from support.clock import FakeClock
 from support.stores import behind_its_back, start
 
@@ -22,17 +22,6 @@ from toolloop_cli.audit.expand import RowWrite, read_write
 from toolloop_cli.audit.hashing import row_sha256
 from toolloop_cli.service.verify import verify_store
 from toolloop_cli.store import open_store
-
-
-def _writes_of(log: list[tuple[int, dict[str, Any]]], kind: str) -> list[tuple[int, int, RowWrite]]:
-    found = []
-    for seq, record in log:
-        for index, entry in enumerate(record["writes"]):
-            write = read_write(record, entry)
-            assert write is not None, entry
-            if write.kind == kind:
-                found.append((seq, index, write))
-    return found
 
 
 def test_each_row_is_written_once_per_record_with_the_states_it_went_through(
@@ -53,7 +42,7 @@ def test_each_row_is_written_once_per_record_with_the_states_it_went_through(
     (draft,) = [c for c in store.calls(op_id) if c.name == "create_refund_draft"]
     paths = [
         [*(w.via or []), w.changes.get("state")]
-        for _, _, w in _writes_of(log, "call")
+        for _, _, w in writes_of(log, "call")
         if w.key[-1] == draft.call_id
     ]
     # proposed, allowed and started in one commit; its result in the next
@@ -78,7 +67,7 @@ def _forge_path(path: Path, op_id: str, call_id: str, via: list[str] | None) -> 
     with behind_its_back(path) as conn:
         log = records(conn)
         seq, index, write = next(
-            (s, i, w) for s, i, w in _writes_of(log, "call") if w.key[-1] == call_id
+            (s, i, w) for s, i, w in writes_of(log, "call") if w.key[-1] == call_id
         )
         record = next(r for s, r in log if s == seq)
         entry = record["writes"][index]

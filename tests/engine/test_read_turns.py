@@ -14,10 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.audit_log import records
+from support.audit_log import records, writes_of
 from support.scripted import call, final, run_script, turn
 
-from toolloop_cli.audit.expand import read_write
 from toolloop_cli.engine import executing, parallel
 from toolloop_cli.service.verify import verify_store
 from toolloop_cli.store import Store, open_store
@@ -32,11 +31,8 @@ def store(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
 def _records_writing_calls(store: Store) -> dict[str, list[int]]:
     """Each call id: the audit records (one per commit) that wrote its row."""
     found: dict[str, list[int]] = {}
-    for seq, record in records(store.conn):
-        for entry in record["writes"]:
-            write = read_write(record, entry)
-            if write is not None and write.kind == "call":
-                found.setdefault(str(write.key[-1]), []).append(seq)
+    for seq, _, write in writes_of(records(store.conn), "call"):
+        found.setdefault(str(write.key[-1]), []).append(seq)
     return found
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toolloop_cli.audit.canonical import canonical_text, sha256_hex
-from toolloop_cli.audit.expand import expand, read_write
+from toolloop_cli.audit.expand import RowWrite, expand, read_write
 from toolloop_cli.audit.hashing import GENESIS, chain_link, row_sha256, seal
 from toolloop_cli.audit.stored import record_text
 from toolloop_cli.store.audit_writer import append_sealed
@@ -34,6 +34,19 @@ def records(conn: Connection) -> list[tuple[int, dict[str, Any]]]:
     """Every record of the log, parsed, in ``seq`` order."""
     rows = conn.execute("SELECT seq, record FROM audit_log ORDER BY seq").fetchall()
     return [(int(seq), json.loads(record_text(text))) for seq, text in rows]
+
+
+def writes_of(log: list[tuple[int, dict[str, Any]]], kind: str) -> list[tuple[int, int, RowWrite]]:
+    """Each ``kind`` write of ``log`` (as ``records`` reads it): its record's seq, its index
+    in the record, and the write."""
+    found = []
+    for seq, record in log:
+        for index, entry in enumerate(record["writes"]):
+            write = read_write(record, entry)
+            assert write is not None, entry
+            if write.kind == kind:
+                found.append((seq, index, write))
+    return found
 
 
 def row_writes(conn: Connection) -> list[dict[str, Any]]:

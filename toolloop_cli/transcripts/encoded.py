@@ -87,22 +87,14 @@ def _unbrotli(body: bytes, where: str) -> bytes:
 
     def pieces() -> Iterator[bytes]:
         decompressor, data = brotli.Decompressor(), body
-        try:
-            while not decompressor.is_finished():
-                piece = decompressor.process(data, output_buffer_limit=_PIECE)
-                data = b""
-                if not piece and decompressor.can_accept_more_data():
-                    raise Problem(
-                        f"{where} body says content-encoding br but does not decode: "
-                        "it ends too soon"
-                    )
-                yield piece
-        except brotli.error as exc:
-            raise Problem(
-                f"{where} body says content-encoding br but does not decode: {exc}"
-            ) from None
+        while not decompressor.is_finished():
+            piece = decompressor.process(data, output_buffer_limit=_PIECE)
+            data = b""
+            if not piece and decompressor.can_accept_more_data():
+                raise brotli.error("it ends too soon")
+            yield piece
 
-    return _capped(pieces(), where, "br")
+    return _capped(pieces(), where, "br", brotli.error)
 
 
 def _unzstd(body: bytes, where: str) -> bytes:
@@ -111,27 +103,29 @@ def _unzstd(body: bytes, where: str) -> bytes:
     import zstandard  # only cassettes with such bodies need it
 
     def pieces() -> Iterator[bytes]:
-        try:
-            reader = zstandard.ZstdDecompressor().stream_reader(body, read_across_frames=True)
-            while piece := reader.read(_PIECE):
-                yield piece
-        except zstandard.ZstdError as exc:
-            raise Problem(
-                f"{where} body says content-encoding zstd but does not decode: {exc}"
-            ) from None
+        reader = zstandard.ZstdDecompressor().stream_reader(body, read_across_frames=True)
+        while piece := reader.read(_PIECE):
+            yield piece
 
-    return _capped(pieces(), where, "zstd")
+    return _capped(pieces(), where, "zstd", zstandard.ZstdError)
 
 
-def _capped(pieces: Iterator[bytes], where: str, coding: str) -> bytes:
+def _capped(pieces: Iterator[bytes], where: str, coding: str, failed: type[Exception]) -> bytes:
     """The decoded ``pieces`` joined, refused once they pass ``MAX_BODY_BYTES`` (the rest is
-    never decoded)."""
+    never decoded); ``failed``, the decoder's error, says the body does not decode."""
     kept, total = [], 0
-    for piece in pieces:
-        total += len(piece)
-        if total > MAX_BODY_BYTES:
-            raise Problem(f"{where} body ({coding}) decodes to more than {MAX_BODY_BYTES} bytes")
-        kept.append(piece)
+    try:
+        for piece in pieces:
+            total += len(piece)
+            if total > MAX_BODY_BYTES:
+                raise Problem(
+                    f"{where} body ({coding}) decodes to more than {MAX_BODY_BYTES} bytes"
+                )
+            kept.append(piece)
+    except failed as exc:
+        raise Problem(
+            f"{where} body says content-encoding {coding} but does not decode: {exc}"
+        ) from None
     return b"".join(kept)
 
 

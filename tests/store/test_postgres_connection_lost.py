@@ -77,3 +77,51 @@ def test_a_connection_terminated_mid_transaction_is_one_line_and_nothing_is_writ
     with psycopg.connect(postgres_url, autocommit=True) as check:
         assert check.execute("SELECT count(*) FROM operations").fetchone() == (0,)
         assert check.execute("SELECT count(*) FROM audit_log").fetchone() == (0,)
+
+
+def test_a_read_cut_off_by_a_lost_connection_says_nothing_was_written(postgres_url: str) -> None:
+    """``toolloop runs`` waits on a table another session locked, and its backend is
+    terminated: the one line says it was reading, not that a change was rolled back."""
+    open_store(postgres_url).close()
+    with (
+        psycopg.connect(postgres_url, autocommit=True) as admin,
+        _holding(postgres_url, "LOCK TABLE operations IN ACCESS EXCLUSIVE MODE") as holder,
+    ):
+        command = subprocess.Popen(
+            [sys.executable, "-m", "toolloop_cli", "runs", "--store", postgres_url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            victim = _waiting_backend(admin, holder)
+            admin.execute("SELECT pg_terminate_backend(%s)", (victim,))
+            out, err = command.communicate(timeout=60)
+        finally:
+            command.kill()
+    assert command.returncode == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("error: lost the connection to store postgresql://"), lines
+    assert lines[0].endswith("; it was reading, and nothing was written"), lines
+
+
+@pytest.mark.parametrize(
+    ("sql", "opened", "said"),
+    [
+        ("COMMIT", "write", "whether the change it was committing was stored is unknown"),
+        ("INSERT INTO calls VALUES (?)", "write", "the change in progress was not stored"),
+        ("SELECT 1 FROM leases", "write", "the change in progress was not stored"),
+        ("SELECT * FROM operations", None, "it was reading, and nothing was written"),
+        ("SELECT * FROM audit_log", "read", "it was reading, and nothing was written"),
+        ("UPDATE leases SET expires_at = ?", None, "whether the write it was making was stored"),
+    ],
+)
+def test_a_lost_connection_says_what_became_of_the_statement(
+    sql: str, opened: str | None, said: str
+) -> None:
+    """A write outside a transaction (a lease renewal) may have been applied before the
+    connection went: only a transaction the server rolled back is said to be unstored."""
+    from toolloop_cli.store.postgres import _outcome
+
+    assert _outcome(sql, opened).startswith(said)

@@ -111,6 +111,9 @@ class PgConnection:
         #: the store as messages name it (its URL, password redacted)
         self.location = location
         self._sql: dict[str, str] = {}
+        #: the transaction this connection opened and has not ended: "write" (``BEGIN
+        #: IMMEDIATE``, a lease's ``BEGIN``), "read" (a ``verify`` snapshot), or None
+        self._open: str | None = None
         if owned:
             # a store dropped unclosed closes its connection, as a sqlite3 one does (psycopg
             # would warn instead); a transaction left open is rolled back by the server
@@ -129,6 +132,8 @@ class PgConnection:
         import psycopg
 
         try:
+            if sql.startswith("BEGIN"):
+                self._open = "read" if "READ" in sql.upper() else "write"
             if sql == "BEGIN IMMEDIATE":
                 self.raw.execute("BEGIN")
                 try:
@@ -141,6 +146,9 @@ class PgConnection:
             return PgCursor(self.raw.execute(self._translated(sql), tuple(parameters)))
         except psycopg.Error as exc:
             raise self._failure(exc, sql) from exc
+        finally:
+            if sql in ("COMMIT", "ROLLBACK"):
+                self._open = None
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]], /) -> PgCursor:
         """One statement for many rows; the cursor's ``rowcount`` is their sum."""
@@ -160,14 +168,10 @@ class PgConnection:
         from psycopg import errors
 
         if self.raw.broken or self.raw.closed:
-            outcome = (
-                "whether the change it was committing was stored is unknown: look with "
-                "toolloop show"
-                if sql == "COMMIT"
-                else "the change in progress was not stored (the server rolled it back)"
-            )
+            opened, self._open = self._open, None
             return StoreError(
-                f"lost the connection to store {self.location} ({first_line(exc)}); {outcome}"
+                f"lost the connection to store {self.location} ({first_line(exc)}); "
+                + _outcome(sql, opened)
             )
         if isinstance(exc, errors.LockNotAvailable):
             return StoreBusy(
@@ -180,6 +184,7 @@ class PgConnection:
         """Roll back the open transaction, if the connection can still say so."""
         import psycopg
 
+        self._open = None
         if self.in_transaction:
             try:
                 self.raw.execute("ROLLBACK")
@@ -198,6 +203,19 @@ class PgConnection:
             done = sql.replace("%", "%%").replace("?", "%s")
             self._sql[sql] = done
         return done
+
+
+def _outcome(sql: str, opened: str | None) -> str:
+    """What a statement cut off by a lost connection did to the store, as far as is known:
+    a write transaction the server rolled back stored nothing, a read changed nothing, but a
+    ``COMMIT`` or a write outside a transaction may have been applied before the loss."""
+    if sql == "COMMIT":
+        return "whether the change it was committing was stored is unknown: look with toolloop show"
+    if opened == "write":
+        return "the change in progress was not stored (the server rolled it back)"
+    if opened == "read" or sql.lstrip()[:6].upper() == "SELECT":
+        return "it was reading, and nothing was written"
+    return "whether the write it was making was stored is unknown: look with toolloop show"
 
 
 def first_line(exc: Exception) -> str:

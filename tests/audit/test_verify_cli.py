@@ -148,3 +148,39 @@ def test_an_audited_table_dropped_is_a_mismatch_not_an_unreadable_store(
             "found": "missing",
         }
     ]
+
+
+def _overwrite_page_header(path: Path, index: str) -> None:
+    """Write garbage over the B-tree header of ``index``'s root page, as an editor of the file
+    (not of its rows) would: the table keeps its rows, the index no longer finds them."""
+    with behind_its_back(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        (root,) = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = ?", (index,))
+        (size,) = conn.execute("PRAGMA page_size").fetchone()
+    with path.open("r+b") as file:
+        file.seek((root[0] - 1) * size + 8)
+        file.write(b"\xde\xad\xbe\xef" * 6)
+
+
+@pytest.mark.sqlite_only  # the file's pages are edited
+@pytest.mark.parametrize("operation", [False, True])
+def test_a_damaged_index_is_a_finding_not_a_clean_store_with_fewer_rows(
+    cli: Invoke, store_path: Path, clock: FakeClock, operation: bool
+) -> None:
+    """An operation's row tampered with, then the index every read of it goes through
+    overwritten: the reads of ``verify`` found no operation and no record of it, and it
+    exited 0 ("verified 0 operation(s)") while ``runs``, scanning the table, showed the
+    tampered text. SQLite's integrity check now runs first: exit 20, naming what it found."""
+    ops = demo_store(store_path, clock)
+    with behind_its_back(store_path) as conn:
+        conn.execute("UPDATE operations SET final_text = 'Refunded to attacker'")
+    _overwrite_page_header(store_path, "sqlite_autoindex_operations_1")
+    args = ("verify", ops["paused"], "--json") if operation else ("verify", "--json")
+    result = cli(*args)
+    assert result.exit_code == 20, result.output
+    found = json_out(result)["mismatches"]
+    assert found and {(m["table"], m["key"], m["field"]) for m in found} == {
+        ("store", "file", "integrity_check")
+    }
+    assert any("sqlite_autoindex_operations_1" in m["found"] for m in found), found
+    assert all("\n" not in m["found"] and "*** in database" not in m["found"] for m in found)

@@ -64,6 +64,13 @@ def verify_store(
     The chain is walked whole, one record at a time; everything else is checked a part of
     the store at a time (``store_parts``), so memory follows the largest part, not the store.
     """
+    damaged = store_parts.damage(store)
+    if damaged:  # its tables and indexes disagree: no answer read from it can be believed
+        found = [
+            Mismatch.of(None, None, "store", "file", "integrity_check", "ok", problem)
+            for problem in damaged[: store_parts.DAMAGE_SHOWN]
+        ]
+        return Report(found, dict.fromkeys(_COUNTS, 0), Head(0, GENESIS), expect_head)
     missing = store_parts.missing_tables(store)
     if missing:  # rows that were audited are gone with their table: nothing else can be read
         found = [

@@ -170,7 +170,7 @@ def test_tooldef_compiles_its_validator_once_at_construction() -> None:
 
 
 def test_pattern_dollar_is_the_end_of_the_string_as_in_ecma_262() -> None:
-    from toolloop_cli.tools.validation import ecma_regex
+    from toolloop_cli.tools.patterns import ecma_regex
 
     assert ecma_regex("^ord_[0-9]+$").search("ord_1")
     assert not ecma_regex("^ord_[0-9]+$").search("ord_1\n")  # Python's own $ would match

@@ -7,17 +7,15 @@ A violation is reported as ``"<json path>: <message>"``.
 
 from __future__ import annotations
 
-import functools
-import re
-from collections.abc import Iterator
 from typing import Any
 
 from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
-from referencing import Registry
 from referencing.exceptions import Unresolvable
-from referencing.jsonschema import DRAFT202012
+
+from toolloop_cli.tools import patterns, schema_checks
+from toolloop_cli.tools.schema_checks import NO_RETRIEVAL
 
 __all__ = [
     "StrictValidator",
@@ -36,46 +34,16 @@ def _strict_integer(_checker: object, instance: object) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-@functools.lru_cache(maxsize=1024)
-def ecma_regex(pattern: str) -> re.Pattern[str]:
-    """``pattern`` with ECMA-262 anchoring, as JSON Schema means it.
-
-    Python's ``$`` also matches before a final newline, so ``^ord_[0-9]+$`` would accept
-    ``"ord_1\\n"``; ECMA-262's ``$`` (no multiline flag) matches only at the end. Every ``$``
-    outside a character class becomes ``\\Z``, and ``\\d``/``\\w`` match ASCII only, as in ECMA.
-    """
-    out: list[str] = []
-    in_class = False
-    i = 0
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\":
-            out.append(pattern[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-        elif char == "$":
-            char = r"\Z"
-        out.append(char)
-        i += 1
-    return re.compile("".join(out), re.ASCII)
-
-
-def _ecma_pattern(
-    validator: Validator, pattern: str, instance: object, schema: object
-) -> Iterator[ValidationError]:
-    if isinstance(instance, str) and not ecma_regex(pattern).search(instance):
-        yield ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-#: Draft 2020-12 with two changes: "integer" accepts only ints (never 10.0, never true), and
-#: "pattern" anchors as ECMA-262 does (``$`` is the end of the string, not before a newline).
+#: Draft 2020-12 with these changes: "integer" accepts only ints (never 10.0, never true), and
+#: patterns are ECMA-262 anchored (``$`` is the end of the string, not before a newline) and
+#: matched by RE2, in linear time ("pattern", "patternProperties", "additionalProperties").
 StrictValidator: type[Validator] = validators.extend(  # type: ignore[no-untyped-call]
     Draft202012Validator,
-    validators={"pattern": _ecma_pattern},
+    validators={
+        "pattern": patterns.pattern,
+        "patternProperties": patterns.pattern_properties,
+        "additionalProperties": patterns.additional_properties,
+    },
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
 )
 
@@ -87,48 +55,8 @@ def compile_validator(schema: dict[str, Any]) -> Validator:
     schema or not at all (``schema_problem`` refuses one that does not), never over the
     network, so the registry alone says what a call may hold."""
     return StrictValidator(
-        schema, format_checker=Draft202012Validator.FORMAT_CHECKER, registry=_NO_RETRIEVAL
+        schema, format_checker=Draft202012Validator.FORMAT_CHECKER, registry=NO_RETRIEVAL
     )
-
-
-#: resolves no URI: jsonschema's default would fetch a remote ``$ref`` when validating
-_NO_RETRIEVAL: Registry[Any] = Registry()
-_ROOT = "urn:toolloop:parameters"
-
-
-def _ref_problem(schema: dict[str, Any]) -> tuple[str, str] | None:
-    """A ``$ref`` that does not resolve inside ``schema`` (a remote one, or a local one
-    pointing nowhere), as (path inside it, message); None when every one resolves."""
-    resolver = _NO_RETRIEVAL.with_resource(_ROOT, DRAFT202012.create_resource(schema)).resolver(
-        _ROOT
-    )
-    stack: list[tuple[object, str, bool]] = [(schema, "", False)]  # (node, path, names map)
-    while stack:
-        node, path, names = stack.pop()
-        if isinstance(node, dict):
-            ref = None if names else node.get("$ref")
-            if isinstance(ref, str):
-                try:
-                    resolver.lookup(ref)
-                except Unresolvable:
-                    where = "inside the schema" if ref.startswith("#") else "without a fetch"
-                    return f"{path}.$ref", f"$ref {ref!r} does not resolve {where}"
-            stack.extend(
-                (value, f"{path}.{key}", not names and key in _NAMED_SUBSCHEMAS)
-                for key, value in node.items()
-                if names or key not in _DATA_KEYWORDS
-            )
-        elif isinstance(node, list):
-            stack.extend((value, f"{path}[{i}]", False) for i, value in enumerate(node))
-    return None
-
-
-#: keywords whose value is data, never a schema: a ``"$ref"`` key in it is a value
-_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
-#: keywords whose value maps names to schemas: a key there (even ``const``) is a name
-_NAMED_SUBSCHEMAS = frozenset(
-    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
-)
 
 
 def violations(validator: Validator, instance: object) -> list[str]:
@@ -138,6 +66,10 @@ def violations(validator: Validator, instance: object) -> list[str]:
         errors = list(validator.iter_errors(instance))  # type: ignore[arg-type]
     except Unresolvable as exc:  # only a schema ``schema_problem`` did not see: never fetched
         return [f"$: the schema's $ref {getattr(exc, 'ref', '')!r} does not resolve"]
+    except patterns.PatternError as exc:  # likewise: a pattern RE2 cannot run
+        return [f"$: the schema's {exc}"]
+    except RecursionError:  # likewise: a $ref that leads back to itself
+        return ["$: the schema refers to itself without end and cannot check any value"]
     for error in errors:
         message = error.message
         if len(message) > MAX_MESSAGE_CHARS:
@@ -153,7 +85,7 @@ def schema_problem(schema: dict[str, Any]) -> tuple[str, str] | None:
     except SchemaError as exc:
         inner = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path)
         return inner, f"invalid JSON Schema: {exc.message}"
-    return _ref_problem(schema)
+    return schema_checks.ref_problem(schema) or schema_checks.regex_problem(schema)
 
 
 def parameters_problem(schema: dict[str, Any]) -> tuple[str, str] | None:

@@ -287,8 +287,25 @@ def test_a_billion_laughs_registry_is_refused_at_once(tmp_path: Path) -> None:
         ("models: {gpt-4.1: {input_per_mtok: 1, output_per_mtok: [}\n", "not valid YAML"),
         ("models: &m {}\nother: *m\n", "alias"),
         ("models: {}\nmodels: {}\n", "duplicate key"),
+        # a run's cost would be infinite (or NaN): stored, it made every later read of the
+        # store call the operation tampered, `runs` included
+        ("models: {gpt-4.1: {input_per_mtok: .inf, output_per_mtok: 8}}\n", "found inf"),
+        ("models: {gpt-4.1: {input_per_mtok: 2, output_per_mtok: .nan}}\n", "found nan"),
+        ("models: {gpt-4.1: {input_per_mtok: 1e308, output_per_mtok: 8}}\n", "from 0 to 1,000,000"),
+        ("models: {gpt-4.1: {input_per_mtok: -1, output_per_mtok: 8}}\n", "found -1"),
     ],
-    ids=["deep", "deeper-than-limit", "tag", "syntax", "alias", "duplicate"],
+    ids=[
+        "deep",
+        "deeper-than-limit",
+        "tag",
+        "syntax",
+        "alias",
+        "duplicate",
+        "inf",
+        "nan",
+        "huge",
+        "negative",
+    ],
 )
 def test_a_bad_price_file_is_one_line(cli: Invoke, tmp_path: Path, text: str, needle: str) -> None:
     prices = tmp_path / "prices.yaml"
@@ -300,3 +317,5 @@ def test_a_bad_price_file_is_one_line(cli: Invoke, tmp_path: Path, text: str, ne
     assert result.exit_code == 2
     line = one_line(result.stderr)
     assert needle in line and str(prices) in line
+    listed = cli("runs", "--json")  # nothing half-written that a read trips on
+    assert listed.exit_code == 0 or "no store" in listed.stderr, listed.output

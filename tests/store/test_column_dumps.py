@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from toolloop_cli.engine.records import Counters
+from toolloop_cli.errors import StoreError
 from toolloop_cli.store import rows
 
 
@@ -43,3 +46,13 @@ def test_the_cache_stays_bounded() -> None:
         rows.dump_once(value)
     assert len(rows._DUMPED) <= rows._DUMPED_MAX
     assert rows.dump_once(values[-1]) == f'{{"n": {len(values) - 1}}}'
+
+
+@pytest.mark.parametrize("number", [float("inf"), float("-inf"), float("nan")])
+def test_a_number_json_has_no_form_for_is_refused_not_stored(number: float) -> None:
+    """Written as ``Infinity``, it made every later read of its row report the store as
+    tampered (``runs`` too), so the write is refused before anything is stored."""
+    with pytest.raises(StoreError, match="NaN or an infinity"):
+        rows.dump({"cost_usd": number})
+    with pytest.raises(StoreError, match="NaN or an infinity"):
+        rows.dump_once({"price": {"input_per_mtok": number}})

@@ -23,6 +23,7 @@ from toolloop_cli.engine.records import (
 from toolloop_cli.engine.sources import parse_source
 from toolloop_cli.engine.states import ApprovalStatus, CallState, OpState
 from toolloop_cli.engine.types import ApiError, TurnOutcome, Usage
+from toolloop_cli.errors import StoreError
 
 from .unreadable import (
     BAD_VALUE,
@@ -60,8 +61,14 @@ TRANSITION_NAMES = (
 
 
 def _json(value: Any) -> str:
-    """A JSON column as stored."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    """A JSON column as stored. NaN and the infinities have no JSON form: written, every later
+    read of the row would call the store tampered, so the write is refused instead."""
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    except ValueError:
+        raise StoreError(
+            "refused to store a value holding NaN or an infinity, which JSON has no form for"
+        ) from None
 
 
 def dump(value: Any) -> str | None:

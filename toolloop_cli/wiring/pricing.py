@@ -34,8 +34,13 @@ def _read(text: str, origin: str) -> dict[str, Price]:
         raise UsageError(f"price file {origin} needs a 'models' mapping")
     table: dict[str, Price] = {}
     for name, entry in models.items():
-        table[str(name)] = _price(entry, f"{origin}: models.{name}")
+        table[str(name)] = _price(entry, f"price file {origin}: models.{name}")
     return table
+
+
+#: USD per million tokens no model costs more than: a larger price (YAML's ``.inf``, ``1e308``)
+#: would make a run's cost infinite, which has no JSON form and could not be stored
+MAX_PRICE_PER_MTOK = 1_000_000
 
 
 def _price(entry: Any, where: str) -> Price:
@@ -44,8 +49,15 @@ def _price(entry: Any, where: str) -> Price:
     price: Price = {}
     for key in ("input_per_mtok", "output_per_mtok"):
         value = entry.get(key)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise UsageError(f"{where}.{key}: expected a number >= 0")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 <= value <= MAX_PRICE_PER_MTOK  # NaN compares false: refused too
+        ):
+            raise UsageError(
+                f"{where}.{key}: expected a number from 0 to {MAX_PRICE_PER_MTOK:,} "
+                f"(USD per million tokens), found {value!r}"
+            )
         price[key] = float(value)
     return price
 

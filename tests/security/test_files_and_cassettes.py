@@ -380,6 +380,20 @@ def test_a_new_store_and_its_wal_files_are_private_and_an_existing_one_keeps_its
     assert path.stat().st_mode & 0o777 == 0o640
 
 
+def test_a_new_store_made_through_a_symlink_is_private_too(
+    tmp_path: Path, umask: Callable[[int], int]
+) -> None:
+    """``--store link.db`` where the link points at a file not there yet: ``O_EXCL`` refuses
+    every link, so SQLite made the file through it with the umask's mode (0644)."""
+    umask(0o022)
+    (tmp_path / "target").mkdir()
+    link = tmp_path / "link.db"
+    link.symlink_to(tmp_path / "target" / "store.db")
+    open_store(link).close()
+    assert (tmp_path / "target" / "store.db").stat().st_mode & 0o777 == 0o600
+    assert link.is_symlink()  # the link is followed, not replaced
+
+
 # -- credentials in base URLs (L4) ---------------------------------------------------------
 
 

@@ -50,8 +50,12 @@ def connect(path: Path, durability: Durability = Durability.BARRIERS) -> sqlite3
 def _create_private(path: Path) -> None:
     """Create a missing store file as 0600 whatever the umask; an existing one is left alone.
 
-    SQLite gives the ``-wal`` and ``-shm`` files it creates the database file's mode.
+    SQLite gives the ``-wal`` and ``-shm`` files it creates the database file's mode. A
+    symbolic link to a file not there yet is followed: ``O_EXCL`` refuses any link, so the
+    file SQLite then made through it had the umask's mode (0644), readable by everyone.
     """
+    if path.is_symlink() and not path.exists():
+        path = Path(os.path.realpath(path))
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, STORE_MODE)
     except FileExistsError:

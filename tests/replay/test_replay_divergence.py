@@ -135,6 +135,32 @@ def test_a_foreign_bare_result_compares_with_the_envelope_payload() -> None:
     assert (changed.path, changed.recorded, changed.replayed) == ("$", "Potato City", "Paris")
 
 
+def test_a_foreign_error_text_compares_with_the_message_a_replay_sends_back() -> None:
+    """Another tool records a tool error as its text with ``is_error``; the replay sends
+    that text back as a tool error, so the recording matches itself (it was a divergence:
+    the text against ``{"code": "tool_error", "message": …}``). Another text still differs."""
+    api = ("anthropic", "messages")
+
+    def body(content: Any, flag: bool) -> dict[str, Any]:
+        block = {"type": "tool_result", "tool_use_id": "t", "content": content, "is_error": flag}
+        return {"messages": [{"role": "user", "content": [block]}]}
+
+    def replayed(message: str) -> dict[str, Any]:
+        error = {"ok": False, "error": {"code": "tool_error", "message": message}}
+        return body(json.dumps(error), True)
+
+    recorded = [body("Incorrect passphrase. Try again.", True)]
+    assert compare_requests(api, [replayed("Incorrect passphrase. Try again.")], recorded) == []
+    as_json = [body('{"reason": "locked"}', True)]
+    assert compare_requests(api, [replayed('{"reason":"locked"}')], as_json) == []
+    (changed,) = compare_requests(api, [replayed("Try later.")], recorded)
+    assert (changed.kind, changed.recorded, changed.replayed) == (
+        "result",
+        "Incorrect passphrase. Try again.",
+        "Try later.",
+    )
+
+
 def test_an_explicit_error_flag_change_is_a_divergence() -> None:
     api = ("anthropic", "messages")
 

@@ -241,10 +241,17 @@ def _compare_results(turn: int, sent: _ByCall, recorded: _ByCall) -> list[Diverg
 
 
 def _comparable(recorded: Any, replayed: Any) -> tuple[Any, Any]:
-    """Compare the bare tool output when only one side wraps it in a toolloop envelope."""
+    """Compare the bare tool output when only one side wraps it in a toolloop envelope.
+
+    Another tool records an error as its text (with the request's error flag), which a replay
+    sends back as a tool error carrying that text: the error's ``message`` is compared (as
+    the JSON it encodes, when it does), not the envelope's ``{"code", "message"}``."""
 
     def bare(value: Any) -> Any:
-        return value["result"] if value["ok"] else value["error"]
+        if value["ok"]:
+            return value["result"]
+        message = value["error"].get("message")
+        return _parsed(message) if isinstance(message, str) else value["error"]
 
     if is_envelope(replayed) and not is_envelope(recorded):
         return recorded, bare(replayed)

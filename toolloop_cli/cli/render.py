@@ -11,6 +11,7 @@ either. ``--json`` output is untouched: JSON escaping already makes it exact.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -19,8 +20,29 @@ from rich.text import Text
 
 from toolloop_cli.report.shown_text import SUSPECT, escape, hidden
 
-out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
+
+def _discard(stream: Any) -> None:
+    """Send the rest of ``stream``'s output nowhere: its reader has gone (``| head``)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
+
+
+class _Console(Console):
+    """A console whose reader may go away (``toolloop run … | head -1``): the rest of its
+    output is dropped and the command goes on to its own exit code. Rich's default raised
+    ``SystemExit(1)``: exit 1 ("a bug") instead of the operation's state, from whatever line
+    printed, between two steps of a run."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        _discard(self.file)
+
+
+out = _Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+err = _Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 STATE_STYLE = {
     "COMPLETED": "bold green",
@@ -154,5 +176,8 @@ def emit_json(obj: dict[str, Any]) -> None:
     text = SUSPECT.sub(
         lambda m: _json_escape(m.group()) if hidden(m.group(), False) else m.group(), text
     )
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader has gone: the exit code still says what happened
+        _discard(sys.stdout)

@@ -446,3 +446,53 @@ def test_base_url_credentials_reach_neither_the_recording_nor_the_store(
     assert stored_base_url("openai", scrub_uri(base)) == base
     monkeypatch.setenv("OPENAI_BASE_URL", base.replace("127.0.0.1", "localhost"))
     assert stored_base_url("openai", scrub_uri(base)) == scrub_uri(base)
+
+
+# -- named pipes given as input files ---------------------------------------------------
+
+
+@pytest.mark.parametrize("role", ["registry", "transcript", "prices", "registry check"])
+def test_a_named_pipe_nothing_writes_to_is_read_as_empty_not_waited_on(
+    cli: Invoke, tmp_path: Path, role: str
+) -> None:
+    """``mkfifo f.yaml`` given as a registry, a recording or a price file: opening it waited
+    for a writer for ever. It is opened without waiting and read as the empty file it is."""
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    args = {
+        "registry": ["run", TASK, "--registry", str(fifo), "--transcript", str(REFUND_OPENAI)],
+        "transcript": ["run", TASK, "--registry", str(REGISTRY), "--transcript", str(fifo)],
+        "prices": [
+            "run", TASK, "--registry", str(REGISTRY), "--transcript", str(REFUND_OPENAI),
+            "--prices", str(fifo),
+        ],
+        "registry check": ["registry", "check", str(fifo), "--no-import"],
+    }[role]  # fmt: skip
+    result = cli(*args)  # a blocking open would hang here until the test's timeout
+    assert result.exit_code == 2, result.output
+    assert "fifo.yaml" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_registry_read_from_a_pipe_with_a_writer_is_read_whole(tmp_path: Path) -> None:
+    """``--registry <(generate)``: the pipe is read once (the cache keyed by the file's bytes
+    read it first before, and the load found it empty)."""
+    import subprocess
+    import sys
+    import threading
+
+    fifo = tmp_path / "registry.yaml"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with fifo.open("w") as pipe:
+            pipe.write(REGISTRY.read_text())
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    done = subprocess.run(
+        [sys.executable, "-m", "toolloop_cli", "run", TASK, "--registry", str(fifo),
+         "--transcript", str(REFUND_OPENAI), "--store", str(tmp_path / "s.db")],
+        capture_output=True, text=True, check=False, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    writer.join(timeout=10)
+    assert done.returncode == 10, done.stderr

@@ -74,9 +74,13 @@ def read_capped_bytes(path: Path, limit: int) -> bytes:
     """The file's bytes; ``TooLarge`` when it has more than ``limit``.
 
     The size is checked before reading, and the read stops one byte past the limit, so a
-    file that grows (or a pipe, which has no size) costs at most ``limit + 1`` bytes.
+    file that grows (or a pipe, which has no size) costs at most ``limit + 1`` bytes. The
+    file is opened without waiting: a named pipe nothing writes to (``mkfifo``) reads as
+    empty instead of blocking the command for ever; one being written to (``<(…)``) is read.
     """
-    with path.open("rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    os.set_blocking(fd, True)  # opened without waiting; a writer's pipe is then read whole
+    with os.fdopen(fd, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         if size > limit:
             raise TooLarge(size, limit)

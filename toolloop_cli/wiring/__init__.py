@@ -35,7 +35,8 @@ from toolloop_cli.tools.dispatcher import (
     reconcile as run_reconcile,
     start as start_handler,
 )
-from toolloop_cli.tools.registry import Registry, ToolDef, load_registry
+from toolloop_cli.tools.registry import MAX_REGISTRY_BYTES, Registry, ToolDef, load_registry
+from toolloop_cli.tools.strict_yaml import read_capped_bytes
 from toolloop_cli.wiring import failpoints, pricing
 
 #: ``--provider`` name → where it is reached live and how (the provider table's entries)
@@ -366,9 +367,11 @@ def cached_registry(path: str | Path, *, import_handlers: bool = True) -> Regist
     tools' risk) is cached apart and never runs anything.
     """
     resolved = Path(path).resolve()
+    if not resolved.is_file():  # a pipe is read once, by the load; a missing file it reports
+        return load_registry(path, import_handlers=import_handlers)
     try:
-        digest = hashlib.sha256(resolved.read_bytes()).hexdigest()
-    except OSError:
+        digest = hashlib.sha256(read_capped_bytes(resolved, MAX_REGISTRY_BYTES)).hexdigest()
+    except (OSError, ValueError):  # ValueError: over the size limit
         return load_registry(path, import_handlers=import_handlers)  # it reports the problem
     key = (str(resolved), digest, import_handlers)
     cached = _REGISTRIES.get(key)

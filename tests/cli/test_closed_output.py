@@ -1,4 +1,4 @@
-"""A reader that goes away (``toolloop run … | head -1``) costs the output, never the exit code."""
+"""Output a person cannot use: a reader that goes away (``| head``), a text too long to show."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import Invoke, json_out
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
 
 
@@ -34,3 +35,22 @@ def test_a_closed_stdout_keeps_the_operations_exit_code(tmp_path: Path, as_json:
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
     assert '"WAITING_APPROVAL"' in shown.stdout  # the run went on to its pause
+
+
+def test_a_huge_final_text_is_shown_in_part_and_whole_in_json(cli: Invoke, tmp_path: Path) -> None:
+    """A model's 2 MB answer without a space: Rich's wrapping of it into the panel took time
+    growing faster than the text (5 MB: 25 s). The terminal shows the first
+    ``SHOWN_TEXT_CHARS`` characters and says how many more ``--json`` has."""
+    from support.harness.scenario import write_cassette
+
+    from toolloop_cli.cli.panels import SHOWN_TEXT_CHARS
+
+    text = "x" * 2_000_000
+    cassette = write_cassette(tmp_path / "long.yaml", [text])
+    shown = cli("run", TASK, "--registry", str(REGISTRY), "--transcript", str(cassette))
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.count("x") < SHOWN_TEXT_CHARS + 1000
+    assert f"… {2_000_000 - SHOWN_TEXT_CHARS:,} more characters not shown here" in shown.stdout
+    (view,) = json_out(cli("runs", "--json"))["operations"]
+    whole = json_out(cli("show", view["operation_id"], "--json"))
+    assert whole["final_text"] == text

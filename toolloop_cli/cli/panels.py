@@ -86,9 +86,19 @@ def operation_header(view: dict[str, Any]) -> Panel:
     )
 
 
+#: the most of a final text a terminal is shown: wrapping text into a panel costs Rich time
+#: that grows faster than the text (a 5 MB answer without spaces took 25 s), and nobody reads
+#: that much in a terminal; ``--json`` has the whole text
+SHOWN_TEXT_CHARS = 100_000
+
+
 def final_text(text: str) -> Panel:
+    body = safe(text[:SHOWN_TEXT_CHARS], newlines=True)
+    if len(text) > SHOWN_TEXT_CHARS:
+        rest = len(text) - SHOWN_TEXT_CHARS
+        body.append(f"\n… {rest:,} more characters not shown here: --json has the whole text")
     return Panel(
-        safe(text, newlines=True),
+        body,
         title=safe("final text", "bold"),
         title_align="left",
         border_style="green",

@@ -88,6 +88,10 @@ def test_head_then_expect_head_passes_on_the_same_store(
     assert int(seq) > 0 and digest.startswith("sha256:")
     assert cli("verify", "--expect-head", head).exit_code == 0
     assert cli("verify", "--expect-head", digest).exit_code == 0
+    # the same head copied through a tool that shouts or pads: the same head, not tampering
+    shouted = f"0{seq}:sha256:{digest.removeprefix('sha256:').upper()}"
+    assert cli("verify", "--expect-head", shouted).exit_code == 0
+    assert cli("verify", "--expect-head", f"{int(seq) + 1}:{digest}").exit_code == 20
     wrong = cli("verify", "--expect-head", "sha256:" + "1" * 64, "--json")
     assert wrong.exit_code == 20
     (mismatch,) = json_out(wrong)["mismatches"]

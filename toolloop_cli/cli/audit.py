@@ -47,10 +47,10 @@ def verify(
         from toolloop_cli.service.verify import verify_store
         from toolloop_cli.store import open_store
 
-        _check_head(expect_head)
+        expected = _checked_head(expect_head)
         # verify writes nothing, migrates nothing, and creates no store
         store = open_store(store_path, read_only=True, must_exist=True)
-        report = verify_store(store, operation_id, expect_head=expect_head)
+        report = verify_store(store, operation_id, expect_head=expected)
         if as_json:
             render.emit_json(report_json(report, operation_id))
         elif head:
@@ -62,13 +62,20 @@ def verify(
     run_guarded(as_json, body)
 
 
-def _check_head(expect_head: str | None) -> None:
-    """A head that is not one at all is bad input (exit 2), not a cut or altered chain."""
-    if expect_head is not None and not _HEAD.fullmatch(expect_head):
+def _checked_head(expect_head: str | None) -> str | None:
+    """The head as ``verify --head`` writes it (hex in lower case, the seq without leading
+    zeros: a head copied through a tool that changed either is the same head, not a mismatch).
+    A head that is not one at all is bad input (exit 2), not a cut or altered chain."""
+    if expect_head is None:
+        return None
+    if not _HEAD.fullmatch(expect_head):
         raise UsageError(
             f"--expect-head {expect_head!r} is not a head: expected SEQ:sha256:<64 hex> "
             "(as verify --head prints it) or sha256:<64 hex>"
         )
+    seq, _, digest = expect_head.rpartition("sha256:")
+    seq = f"{int(seq[:-1])}:" if seq else ""
+    return f"{seq}sha256:{digest.lower()}"
 
 
 def report_json(report: Report, operation_id: str | None) -> dict[str, Any]:

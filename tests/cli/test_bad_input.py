@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.cli import Invoke
+from support.cli import Invoke, json_out
 from support.paths import REFUND_OPENAI, REGISTRY, TASK
 from typer.testing import CliRunner
 
@@ -319,3 +319,49 @@ def test_the_root_folder_as_the_store_is_refused_as_a_directory(
     result = CliRunner().invoke(app, [*command, "--store", "/", "--json"], catch_exceptions=False)
     assert result.exit_code == 2, result.output
     assert "cannot open store /: it is a directory" in result.stderr
+
+
+RUN_ARGS = ("--registry", str(REGISTRY), "--transcript", str(REFUND_OPENAI))
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (("--tenant", ""), "tenant '' cannot be a name: it is empty"),
+        (("--subject", "op\nerator"), "subject 'op\\nerator' cannot be a name: it holds \\n"),
+        (("--subject", "ops-lead "), "subject 'ops-lead ' cannot be a name: it starts or ends"),
+        (("--tenant", "acme\u202e"), "it holds \\u202e, a control or invisible character"),
+        (("--tenant", "t" * 300), "it is longer than 256 characters"),
+    ],
+    ids=["empty", "newline", "padded", "bidi", "long"],
+)
+def test_a_tenant_or_subject_that_is_not_a_name_is_refused_before_anything_is_stored(
+    cli: Invoke, store_path: Path, flags: tuple[str, ...], said: str
+) -> None:
+    """Stored as given, they showed as another name or as nothing in every listing."""
+    result = cli("run", TASK, *RUN_ARGS, *flags)
+    assert result.exit_code == 2, result.output
+    assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not store_path.exists() or not json_out(cli("runs", "--json"))["operations"]
+
+
+def test_an_empty_task_is_refused(cli: Invoke) -> None:
+    result = cli("run", "  ", *RUN_ARGS)
+    assert result.exit_code == 2
+    assert "the task is empty" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [("", "approver '' cannot be a name: it is empty"), ("ops-lead ", "starts or ends")],
+)
+def test_an_approver_that_is_not_a_name_is_refused_and_the_approval_stays_pending(
+    cli: Invoke, store_path: Path, name: str, said: str
+) -> None:
+    """``--as ""`` read "error:  may not decide approvals" (a name that is not there)."""
+    (approval,) = json_out(cli("run", TASK, *RUN_ARGS, "--json"))["approvals"]
+    result = cli("approve", approval["approval_id"], "--as", name)
+    assert result.exit_code == 2, result.output
+    assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    (pending,) = json_out(cli("pending", "--json"))["pending"]
+    assert pending["approval_id"] == approval["approval_id"]

@@ -40,7 +40,7 @@ def test_a_well_formed_head_the_chain_never_reached_is_still_a_mismatch(
     assert cli(*RUN).exit_code == 10
     result = cli("verify", "--expect-head", head, "--json")
     assert result.exit_code == 20
-    assert json_out(result)["expected_head"] == head
+    assert json_out(result)["expected_head"] == head.lower()  # as verify --head writes it
 
 
 def test_a_per_tool_limit_on_an_unknown_tool_is_refused(cli: Invoke) -> None:

@@ -50,7 +50,10 @@ def test_a_huge_final_text_is_shown_in_part_and_whole_in_json(cli: Invoke, tmp_p
     shown = cli("run", TASK, "--registry", str(REGISTRY), "--transcript", str(cassette))
     assert shown.exit_code == 0, shown.output
     assert shown.stdout.count("x") < SHOWN_TEXT_CHARS + 1000
-    assert f"… {2_000_000 - SHOWN_TEXT_CHARS:,} more characters not shown here" in shown.stdout
+    assert (
+        f"… {2_000_000 - SHOWN_TEXT_CHARS:,} more characters not shown here: --json has it all"
+        in shown.stdout
+    )
     (view,) = json_out(cli("runs", "--json"))["operations"]
     whole = json_out(cli("show", view["operation_id"], "--json"))
     assert whole["final_text"] == text

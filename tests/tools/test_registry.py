@@ -319,7 +319,17 @@ def test_approval_always_without_any_approver_is_a_problem(tmp_path: Path) -> No
     doc = minimal_doc()
     doc["policy"]["approvers"] = []
     assert check_registry(write(tmp_path, doc)) == [
-        ("policy.approvers", "is empty, but submit_refund need approval")
+        ("policy.approvers", "is empty, but submit_refund needs approval")
+    ]
+
+
+def test_approvers_that_are_not_names_are_one_problem_not_also_empty(tmp_path: Path) -> None:
+    """Repeated, numeric or null approvers: the list is named once as what it must be; it
+    was named a second time as "is empty", which it is not."""
+    doc = minimal_doc()
+    doc["policy"]["approvers"] = ["ops-lead", "ops-lead", 5, None]
+    assert check_registry(write(tmp_path, doc)) == [
+        ("policy.approvers", "must be a list of distinct non-empty strings")
     ]
 
 

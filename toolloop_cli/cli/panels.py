@@ -96,7 +96,8 @@ def final_text(text: str) -> Panel:
     body = safe(text[:SHOWN_TEXT_CHARS], newlines=True)
     if len(text) > SHOWN_TEXT_CHARS:
         rest = len(text) - SHOWN_TEXT_CHARS
-        body.append(f"\n… {rest:,} more characters not shown here: --json has the whole text")
+        body.append("\n")
+        body.append_text(safe(f"… {rest:,} more characters not shown here: --json has it all"))
     return Panel(
         body,
         title=safe("final text", "bold"),

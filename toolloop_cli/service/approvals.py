@@ -14,6 +14,8 @@ from toolloop_cli.tools import policy as policy_rules
 from toolloop_cli.tools.registry import Policy
 from toolloop_cli.wiring import cached_registry, failpoints
 
+from .names import check_name
+
 __all__ = ["approve"]
 
 
@@ -33,6 +35,7 @@ def approve(
     changed since the request, another tenant's approval) is written to the transition log
     as ``approval_refused``, in its own transaction, before the error is raised.
     """
+    check_name(subject, "approver")
     clock = clock or SystemClock()
     now = clock.now()
     try:

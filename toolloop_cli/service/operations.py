@@ -41,6 +41,8 @@ from toolloop_cli.wiring import (
 from toolloop_cli.wiring.pricing import load_prices, price_for
 from toolloop_cli.wiring.records import Pins, new_operation_record
 
+from .names import check_name, check_task
+
 EventSink = Callable[[str, dict[str, object]], None]
 
 
@@ -84,6 +86,9 @@ def plan(
     """Check everything ``options`` ask for (registry, guards, model source, prices, the
     ``--record`` target, given the store's file: None for PostgreSQL) and build the operation,
     touching no store: a run refused for its input creates and changes nothing."""
+    check_task(options.task)
+    check_name(options.tenant, "tenant")
+    check_name(options.subject, "subject")
     registry = cached_registry(options.registry)
     guards = options.guards or _guards(registry, options.guard_overrides)
     op, transport = _new_operation(

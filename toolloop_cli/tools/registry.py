@@ -111,8 +111,10 @@ def _analyse(path: Path, import_handlers: bool) -> tuple[Registry | None, list[P
         declared = doc.get("tools")
         _check_defaults(defaults, set(declared) if isinstance(declared, dict) else set(), problems)
     needing = [t.name for t in tools.values() if t.approval == "always"]
-    if needing and not policy.approvers and "policy" in doc:
-        problems.append(("policy.approvers", f"is empty, but {', '.join(needing)} need approval"))
+    approvers_wrong = any(path == "policy.approvers" for path, _ in problems)
+    if needing and not policy.approvers and "policy" in doc and not approvers_wrong:
+        verb = "needs" if len(needing) == 1 else "need"
+        problems.append(("policy.approvers", f"is empty, but {', '.join(needing)} {verb} approval"))
     if problems or not isinstance(defaults, dict):
         return None, problems
     resolved = path.resolve()

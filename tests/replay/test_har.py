@@ -14,6 +14,8 @@ import yaml
 from support.cli import Invoke, json_out
 from support.paths import REGISTRY, ROOT
 
+from toolloop_cli.transcripts.cassette import load_cassette
+
 TRANSCRIPTS = ROOT / "transcripts"
 PAGE = {
     "request": {"method": "GET", "url": "https://app.example.com/app.js", "headers": []},
@@ -75,6 +77,22 @@ def test_a_har_replays_as_the_recording_does(
     expected = replayed(cli, TRANSCRIPTS / f"refund-{name}.yaml")
     assert expected[2] == [] and expected[4], expected
     assert replayed(cli, path) == expected
+
+
+def test_an_emoji_escaped_as_a_surrogate_pair_is_read(cli: Invoke, tmp_path: Path) -> None:
+    """``json.dumps`` writes 🏴‍☠️ as ``\\ud83c\\udff4…``, which YAML's reader refused ("found
+    invalid Unicode character escape code"): a JSON recording is read as JSON."""
+    document = har("openai")
+    final = document["log"]["entries"][-1]["response"]["content"]
+    body = json.loads(final["text"])
+    body["output"][0]["content"][0]["text"] += " 🏴‍☠️"
+    final["text"] = json.dumps(body, ensure_ascii=False)
+    path = tmp_path / "session.har"
+    path.write_text(json.dumps(document))  # ensure_ascii: the emoji as surrogate escapes
+    assert "\\ud83c" in path.read_text()
+    assert replayed(cli, path) == replayed(cli, TRANSCRIPTS / "refund-openai.yaml")
+    answer = load_cassette(path).interactions[-1].response.body
+    assert " 🏴‍☠️".encode() in answer  # the escapes read as the characters they stand for
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import yaml
 
 from toolloop_cli.errors import NestedTooDeep, TranscriptError
-from toolloop_cli.strict_json import MAX_DEPTH, deeper_than
+from toolloop_cli.strict_json import MAX_DEPTH, deeper_than, strict_loads
 from toolloop_cli.tools import strict_yaml
 
 from .detect import answered_api, detect_api
@@ -181,6 +181,9 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
     except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or over the size limit
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise TranscriptError(f"transcript {name}: cannot read: {reason}") from exc
+    json_document = _as_json(text)
+    if json_document is not None:
+        return _cassette(name, json_document)
     try:
         # a key recorded twice with one value means one thing (vcrpy reads the last of any)
         document, problems = strict_yaml.load(text, CassetteLoader, same_value_repeats=True)
@@ -192,6 +195,20 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
         where, problem = problems[0]
         raise TranscriptError(f"transcript {name}: {where or '<document>'}: {problem}")
     return _cassette(name, document)
+
+
+def _as_json(text: str) -> dict[str, Any] | None:
+    """A cassette written as JSON (a HAR file, vcrpy's JSON serializer), read as JSON: YAML
+    reads most JSON, but not a character outside the BMP escaped as a surrogate pair
+    (``\\ud83d\\ude00``, what ``json.dumps`` writes for an emoji). None when the text is not
+    one strict JSON object (a duplicate key, say): YAML then reads it, or says what is wrong."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        value = strict_loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 #: the interactions list as Ruby's VCR (and Betamax) name it

@@ -114,6 +114,22 @@ def test_gemini_snake_case_request_fields_are_read(cli: Invoke, tmp_path: Path) 
     assert calls(out)[0][2] == {"text": "hi"}
 
 
+def test_gemini_contents_and_parts_given_as_one_object_are_read(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """The API answers ``"contents": {"role": "user", "parts": {"text": …}}`` as it answers
+    lists (sublayer's recordings): the task is that text, not "no conversation to start
+    from"; so is a one-object ``systemInstruction.parts``."""
+    body = {
+        "contents": {"role": "user", "parts": {"text": "What is the meaning of life?"}},
+        "systemInstruction": {"parts": {"text": "Be brief."}},
+    }
+    path = write(tmp_path, [exchange(generate_uri(), body, gg_response("r1", [{"text": "42"}]))])
+    code, out = replay(cli, path)
+    assert (code, out["state"], out["final_text"]) == (0, "COMPLETED", "42")
+    assert out["task"] == "What is the meaning of life?"
+
+
 TOOLS = [
     {
         "name": "unlock",

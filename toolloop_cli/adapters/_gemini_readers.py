@@ -2,11 +2,11 @@
 
 generateContent: the API reads its JSON with either field spelling (``functionResponse`` and
 ``function_response``, ``parametersJsonSchema`` and ``parameters_json_schema``…) and takes
-``tools`` as a list or a single object; so do these readers. A declaration's ``parameters``
-in Gemini's own schema dialect (``type: STRING``) is turned into JSON Schema for validation
-(``_gemini_schema``); the declaration itself is kept as recorded. Answers are camelCase, and
-a thought signature may come back re-encoded in base64url: ``comparable`` folds both, so a
-request that echoes an answer still matches it.
+``tools``, ``contents`` and ``parts`` as a list or a single object; so do these readers. A
+declaration's ``parameters`` in Gemini's own schema dialect (``type: STRING``) is turned into
+JSON Schema for validation (``_gemini_schema``); the declaration itself is kept as recorded.
+Answers are camelCase, and a thought signature may come back re-encoded in base64url:
+``comparable`` folds both, so a request that echoes an answer still matches it.
 
 Interactions: ``input`` steps; provider state is continued by ``previous_interaction_id``.
 """
@@ -74,11 +74,21 @@ def _respelled(value: Any) -> Any:
     return out
 
 
+def _listed(value: Any) -> Any:
+    """A repeated field as a list: the API also takes one object where a list is due
+    (``"contents": {…}``, ``"parts": {…}``), as it does for ``tools``."""
+    return [value] if isinstance(value, dict) else value
+
+
 class GenerateReader:
     """The recording reader half of the generateContent adapter."""
 
     def request_items(self, body: Any) -> list[JSONObject]:
-        return objects(body.get("contents") if isinstance(body, dict) else None)
+        contents = objects(_listed(body.get("contents") if isinstance(body, dict) else None))
+        return [
+            {**item, "parts": [item["parts"]]} if isinstance(item.get("parts"), dict) else item
+            for item in contents
+        ]
 
     def continues_from(self, body: Any) -> str | None:
         return None
@@ -130,7 +140,7 @@ class GenerateReader:
         model = path.rsplit("/", 1)[-1].split(":", 1)[0] or None
         limit = field(field(body, "generationConfig"), "maxOutputTokens")
         system = field(body, "systemInstruction")
-        instructions = text_of(system.get("parts") if isinstance(system, dict) else system)
+        instructions = text_of(_listed(system.get("parts")) if isinstance(system, dict) else system)
         return settings_said(model, limit, instructions, ":streamGenerateContent" in path)
 
     def request_results(self, body: Any) -> list[RecordedResult]:

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from recordings import (
     ANTHROPIC,
     OPENAI,
@@ -128,6 +129,36 @@ def test_gemini_contents_and_parts_given_as_one_object_are_read(
     code, out = replay(cli, path)
     assert (code, out["state"], out["final_text"]) == (0, "COMPLETED", "42")
     assert out["task"] == "What is the meaning of life?"
+
+
+@pytest.mark.parametrize(
+    ("uri", "body", "said"),
+    [
+        (
+            OPENAI,
+            {"model": "gpt-4.1", "prompt": {"id": "pmpt_abc", "version": "4"}},
+            "(it names a stored prompt, pmpt_abc, whose text only the provider holds)",
+        ),
+        (
+            ANTHROPIC,
+            {"model": "claude-sonnet-4-0", "max_tokens": 8, "messages": ["Invalid content"]},
+            "('messages' holds no message objects)",
+        ),
+    ],
+    ids=["stored-prompt", "not-messages"],
+)
+def test_a_first_request_without_a_conversation_says_what_it_holds_instead(
+    cli: Invoke, tmp_path: Path, uri: str, body: dict[str, Any], said: str
+) -> None:
+    answer = (
+        oa_response("r1", [oa_text("hi")])
+        if uri == OPENAI
+        else an_message("m1", [an_text("hi")], "end_turn")
+    )
+    path = write(tmp_path, [exchange(uri, body, answer)])
+    result = cli("replay", str(path))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().endswith(f"carries no conversation to start from {said}")
 
 
 TOOLS = [

@@ -305,9 +305,29 @@ def _task(plan: Plan, index: int) -> str:
     if not isinstance(task, str):
         raise TranscriptError(
             f"transcript {plan.cassette.path}: conversation {index}: the first request "
-            "carries no conversation to start from"
+            f"carries no conversation to start from{_why_none(body)}"
         )
     return task
+
+
+#: where each API family's request carries its conversation
+_CONVERSATION_FIELDS = ("input", "messages", "contents")
+
+
+def _why_none(body: Any) -> str:
+    """What the first request holds instead of a conversation, when it says."""
+    if not isinstance(body, dict):
+        return " (its body is not a JSON object)"
+    prompt = body.get("prompt")
+    if isinstance(prompt, dict) and isinstance(prompt.get("id"), str):
+        return (
+            f" (it names a stored prompt, {prompt['id'][:60]}, whose text only the provider holds)"
+        )
+    for name in _CONVERSATION_FIELDS:
+        value = body.get(name)
+        if isinstance(value, list) and value and not any(isinstance(i, dict) for i in value):
+            return f" ('{name}' holds no message objects)"
+    return ""
 
 
 def _new_operation(

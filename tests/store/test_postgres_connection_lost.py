@@ -43,6 +43,30 @@ def _waiting_backend(admin: psycopg.Connection, holder: psycopg.Connection) -> i
     raise AssertionError("no session came to wait for the lock")
 
 
+def _cut_off(url: str, lock: str, *command: str) -> str:
+    """Run ``toolloop COMMAND --store URL`` until it waits on ``lock``, which another session
+    holds, then terminate its backend: the one line it printed (exit 2, no traceback)."""
+    open_store(url).close()
+    with psycopg.connect(url, autocommit=True) as admin, _holding(url, lock) as holder:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "toolloop_cli", *command, "--store", url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            victim = _waiting_backend(admin, holder)
+            admin.execute("SELECT pg_terminate_backend(%s)", (victim,))
+            _, err = process.communicate(timeout=60)
+        finally:
+            process.kill()
+    assert process.returncode == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("error: lost the connection to store postgresql://"), lines
+    return lines[0]
+
+
 @pytest.mark.parametrize(
     "lock",
     [
@@ -53,27 +77,7 @@ def _waiting_backend(admin: psycopg.Connection, holder: psycopg.Connection) -> i
 def test_a_connection_terminated_mid_transaction_is_one_line_and_nothing_is_written(
     postgres_url: str, lock: str
 ) -> None:
-    open_store(postgres_url).close()
-    with (
-        psycopg.connect(postgres_url, autocommit=True) as admin,
-        _holding(postgres_url, lock) as holder,
-    ):
-        command = subprocess.Popen(
-            [sys.executable, "-m", "toolloop_cli", *RUN, "--store", postgres_url],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            victim = _waiting_backend(admin, holder)
-            admin.execute("SELECT pg_terminate_backend(%s)", (victim,))
-            out, err = command.communicate(timeout=60)
-        finally:
-            command.kill()
-    assert command.returncode == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    assert lines[0].startswith("error: lost the connection to store postgresql://"), lines
+    _cut_off(postgres_url, lock, *RUN)
     with psycopg.connect(postgres_url, autocommit=True) as check:
         assert check.execute("SELECT count(*) FROM operations").fetchone() == (0,)
         assert check.execute("SELECT count(*) FROM audit_log").fetchone() == (0,)
@@ -82,28 +86,8 @@ def test_a_connection_terminated_mid_transaction_is_one_line_and_nothing_is_writ
 def test_a_read_cut_off_by_a_lost_connection_says_nothing_was_written(postgres_url: str) -> None:
     """``toolloop runs`` waits on a table another session locked, and its backend is
     terminated: the one line says it was reading, not that a change was rolled back."""
-    open_store(postgres_url).close()
-    with (
-        psycopg.connect(postgres_url, autocommit=True) as admin,
-        _holding(postgres_url, "LOCK TABLE operations IN ACCESS EXCLUSIVE MODE") as holder,
-    ):
-        command = subprocess.Popen(
-            [sys.executable, "-m", "toolloop_cli", "runs", "--store", postgres_url],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            victim = _waiting_backend(admin, holder)
-            admin.execute("SELECT pg_terminate_backend(%s)", (victim,))
-            out, err = command.communicate(timeout=60)
-        finally:
-            command.kill()
-    assert command.returncode == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    assert lines[0].startswith("error: lost the connection to store postgresql://"), lines
-    assert lines[0].endswith("; it was reading, and nothing was written"), lines
+    line = _cut_off(postgres_url, "LOCK TABLE operations IN ACCESS EXCLUSIVE MODE", "runs")
+    assert line.endswith("; it was reading, and nothing was written"), line
 
 
 @pytest.mark.parametrize(

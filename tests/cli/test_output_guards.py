@@ -131,3 +131,17 @@ def test_report_refuses_the_store_when_the_store_is_the_default_target(
     assert result.exit_code == 2
     assert "would overwrite the store" in result.stderr
     assert _operations(store_path) == 1
+
+
+def test_a_dash_writes_the_page_to_stdout_and_no_file(
+    cli: Invoke, operation: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``-o -`` wrote a file named ``-``; it is the page on stdout, for a pipe."""
+    monkeypatch.chdir(tmp_path)
+    result = cli("report", operation, "-o", "-")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("<!doctype html>") and operation in result.stdout
+    assert not (tmp_path / "-").exists()
+    refused = cli("report", operation, "-o", "-", "--json")
+    assert refused.exit_code == 2
+    assert "--json cannot share" in json_out(refused)["error"]

@@ -165,6 +165,15 @@ def block(renderable: RenderableType) -> None:
     out.print(renderable, soft_wrap=False)
 
 
+def emit_text(text: str) -> None:
+    """A document a command writes whole to stdout (``report -o -``), as it is."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader has gone: the exit code still says what happened
+        _discard(sys.stdout)
+
+
 def emit_json(obj: dict[str, Any]) -> None:
     """The one JSON object of a ``--json`` command, on stdout.
 

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.text import Text
 
+from toolloop_cli.errors import UsageError
+
 from .lazy import LazyModule
 
 if TYPE_CHECKING:
@@ -35,7 +37,8 @@ def report(
         typer.Option(
             "-o",
             "--output",
-            help="HTML file to write (default: report-OP.html). An existing file is replaced "
+            help="HTML file to write (default: report-OP.html; '-': stdout). An existing file "
+            "is replaced "
             "only when it is an earlier report (or with --force); never the store, the run's "
             "registry or cassettes, or anything but a regular file.",
         ),
@@ -60,7 +63,14 @@ def report(
     """
 
     def body() -> int:
+        to_stdout = output is not None and str(output) == "-"
+        if to_stdout and as_json:
+            raise UsageError("-o - writes the page to stdout, which --json cannot share")
         store = stores.open_store(store_path, must_exist=True)
+        if to_stdout:  # the page alone, for a pipe (nothing is written to a file)
+            data = report_data.report_data(store, operation_id, against=against, tenant=tenant)
+            render.emit_text(report_render.render_html(data))
+            return 0
         target = output if output is not None else Path(f"report-{operation_id}.html")
         resolved = report_target.report_target(
             store, target, operation_id, against=against, tenant=tenant, force=force

@@ -324,3 +324,15 @@ def test_header_variables_must_be_set(tmp_path: Path, monkeypatch: pytest.Monkey
     with pytest.raises(RegistryError, match="environment variable REFUNDS_TOKEN is not set"):
         load_registry(registry)
     assert load_registry(registry, import_handlers=False).imported is False
+
+
+def test_a_2xx_json_body_with_a_repeated_key_is_a_failure_not_its_last_value() -> None:
+    """``{"a": 1, "a": 2}`` was the result ``{"a": 2}``: what the endpoint meant is unknown, so
+    the call fails (the operator has the reason). Text that is not JSON is still the result."""
+    from toolloop_cli.tools.http_tool import _outcome
+
+    url = "https://tools.example/refund"
+    with pytest.raises(RuntimeError, match="answered JSON toolloop does not take: duplicate key"):
+        _outcome("POST", url, 200, b'{"a": 1, "a": 2}', reconcile=False)
+    assert _outcome("POST", url, 200, b'{"a": 1}', reconcile=False) == {"a": 1}
+    assert _outcome("POST", url, 200, b"<html>ok</html>", reconcile=False) == "<html>ok</html>"

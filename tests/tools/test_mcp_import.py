@@ -325,3 +325,46 @@ def test_tools_with_names_outside_mcps_advice_are_imported_callable_and_none_rep
     (ran,) = store.calls(done.operation.operation_id)
     assert ran.model_result is not None
     assert "ran Get Order" in json.dumps(ran.model_result)
+
+
+NO_JSON_FORM = _stdio_server(
+    "numbers",
+    """
+import sys
+
+BIG = {"inf": float("inf"), "bigint": 2**60}
+
+async def list_tools(ctx, params):
+    plain = {"type": "object", "properties": {}}
+    huge = {"type": "object", "properties": {"x": {"type": "number", "maximum": BIG[sys.argv[1]]}}}
+    tools = [types.Tool(name="huge", description="huge.", input_schema=huge)]
+    if sys.argv[2] == "both":
+        tools.append(types.Tool(name="plain", description="plain.", input_schema=plain))
+    return types.ListToolsResult(tools=tools)
+
+async def call_tool(ctx, params):
+    return types.CallToolResult(content=[types.TextContent(type="text", text="ran")])
+""",
+)
+
+
+@pytest.mark.parametrize("number", ["inf", "bigint"])
+def test_a_schema_without_a_canonical_json_form_leaves_its_tool_out_not_the_import(
+    cli: Invoke, tmp_path: Path, number: str
+) -> None:
+    """``maximum: 1e400`` (or 2**60) has no canonical JSON form, so no hash to pin: the whole
+    import stopped with "value has no canonical JSON form" naming no tool. The tool is left
+    out with its reason; a server with no other tool names it in its one line."""
+    script = tmp_path / "no_json_form.py"  # not numbers.py: the stdlib module of that name
+    script.write_text(NO_JSON_FORM)
+    both = shlex.join([sys.executable, str(script), number, "both"])
+    result = cli("registry", "import-mcp", "--stdio", both, "--name", "n", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["tools"] == ["plain"]
+    ((left,),) = [[(t["tool"], t["reason"]) for t in out["left_out"]]]
+    assert left[0] == "huge" and "properties.x.maximum" in left[1]  # inf arrives as null
+    alone = shlex.join([sys.executable, str(script), number, "alone"])
+    refused = cli("registry", "import-mcp", "--stdio", alone, "--name", "n")
+    assert refused.exit_code == 2
+    assert "announces no tool toolloop can call: 'huge': its inputSchema " in refused.stderr

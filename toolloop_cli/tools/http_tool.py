@@ -13,7 +13,6 @@ the downstream has no record of it. The body is read only up to the tool's
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,6 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from toolloop_cli.errors import MalformedProviderPayload
+from toolloop_cli.strict_json import StrictJSONError, strict_loads
 from toolloop_cli.tools.context import HandlerTimeout, ToolContext, ToolError
 from toolloop_cli.tools.mcp_registry import headers_from_env
 from toolloop_cli.wire.encodings import ACCEPT_ENCODING, accepted, decoded
@@ -139,10 +139,18 @@ def _send(
 def _outcome(method: str, url: str, status: int, data: bytes, *, reconcile: bool) -> Any:
     text = data.decode("utf-8", errors="replace")
     if 200 <= status < 300:
+        if not text.strip():
+            return None
         try:
-            return json.loads(text) if text.strip() else None
+            return strict_loads(text)
+        except StrictJSONError as exc:  # JSON, but ambiguous or without a canonical form
+            raise RuntimeError(
+                f"{method} {url} answered JSON toolloop does not take: {exc}"
+            ) from None
+        except RecursionError:
+            raise RuntimeError(f"{method} {url} answered JSON nested too deep") from None
         except ValueError:
-            return text
+            return text  # not JSON: the text is the result, as it came
     if reconcile and status == 404:
         return None  # the downstream has no record of the key
     if status == 408:

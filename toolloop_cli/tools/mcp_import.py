@@ -16,7 +16,7 @@ from toolloop_cli.audit.canonical import sha256_of
 from toolloop_cli.errors import UsageError
 from toolloop_cli.tools.mcp_client import McpConnection, McpUnavailable, ServerConfig
 from toolloop_cli.tools.mcp_registry import TOOL_NAME_RULE, callable_name
-from toolloop_cli.tools.validation import parameters_problem
+from toolloop_cli.tools.validation import json_problems, parameters_problem
 
 __all__ = ["server_entry", "skeleton"]
 
@@ -91,8 +91,11 @@ def skeleton(
             "parameters": schema,
         }
     if not entries:
+        first = left_out[0]
+        more = f" (and {len(left_out) - 1} more)" if len(left_out) > 1 else ""
         raise UsageError(
-            f"MCP server {name!r} announces no tool toolloop can call ({TOOL_NAME_RULE})"
+            f"MCP server {name!r} announces no tool toolloop can call: "
+            f"{first['tool']!r}: {first['reason']}{more}"
         )
     doc = {
         "registry": name,
@@ -108,6 +111,10 @@ def _unusable(tool: str, schema: dict[str, Any]) -> str | None:
     """Why ``tool`` cannot be a tool of the skeleton, or None when it can."""
     if not callable_name(tool):
         return f"no handler can name it ({TOOL_NAME_RULE})"
+    not_json = json_problems(schema, "")  # 1e400, 2**60: no canonical form, nothing to pin
+    if not_json:
+        where, why = not_json[0]
+        return f"its inputSchema has no canonical JSON form at {where or '.'}: {why}"
     problem = parameters_problem(schema)
     if problem is not None:
         return f"its inputSchema is refused at {problem[0] or '.'}: {problem[1]}"

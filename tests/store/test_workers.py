@@ -355,3 +355,31 @@ def test_a_pool_that_cannot_reach_its_database_is_one_store_error(
         finally:
             admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
             pool.close()
+
+
+def test_a_worker_whose_sqlite_store_is_removed_stops_with_one_line(tmp_path: Path) -> None:
+    """Its open connection kept reading the deleted file, so it polled a store nobody could
+    reach for ever (and exited 0 on SIGINT). It stops with "no store at …" (exit 2 in the CLI)."""
+    from toolloop_cli.errors import UsageError
+    from toolloop_cli.service.worker import WorkerOptions, run_worker
+    from toolloop_cli.store import open_store
+
+    path = tmp_path / "store.db"
+    open_store(path).close()
+    raised: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            run_worker(WorkerOptions(store=str(path), poll_s=0.05))
+        except BaseException as exc:  # the outcome under test
+            raised.append(exc)
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    time.sleep(0.3)
+    for name in ("store.db", "store.db-wal", "store.db-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    assert len(raised) == 1 and isinstance(raised[0], UsageError)
+    assert "it was removed while the worker ran" in str(raised[0])

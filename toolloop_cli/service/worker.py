@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from toolloop_cli.engine.clock import iso
-from toolloop_cli.errors import OperationBusy, StoreBusy, ToolloopError
+from toolloop_cli.errors import OperationBusy, StoreBusy, ToolloopError, UsageError
 from toolloop_cli.store import Store, lease, open_store
 
 from . import operations
@@ -144,6 +144,7 @@ def run_worker(
                         wake = _Waker(options.store, options.poll_s)
                 while not stop.is_set():
                     with borrow() as store:
+                        _refuse_vanished(store, options.store)
                         took = _take_one(store, stats, options, on_taken)
                     if took:
                         continue
@@ -212,6 +213,13 @@ def _store_source(
             store.close()
 
     return own, lambda: None
+
+
+def _refuse_vanished(store: Store, location: str) -> None:
+    """A SQLite store deleted (or moved) while the worker runs: its open connection still
+    reads the old file, so the worker would poll a store nobody can reach for ever."""
+    if store.path is not None and not store.path.exists():
+        raise UsageError(f"no store at {location}: it was removed while the worker ran")
 
 
 def _take_one(

@@ -185,8 +185,4 @@ def emit_json(obj: dict[str, Any]) -> None:
     text = SUSPECT.sub(
         lambda m: _json_escape(m.group()) if hidden(m.group(), False) else m.group(), text
     )
-    try:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:  # the reader has gone: the exit code still says what happened
-        _discard(sys.stdout)
+    emit_text(text + "\n")

@@ -133,3 +133,75 @@ def test_idle_and_half_open_connections_are_closed(capfd: pytest.CaptureFixture[
         reply = httpx.post(f"{handle.url}/v1beta/models/m:generateContent", json={}, timeout=10)
         assert reply.status_code == 200
     assert "Traceback" not in capfd.readouterr().err
+
+
+GENERATE = "/v1beta/models/m:generateContent"
+
+
+def test_a_chunked_body_is_read_and_answered_with_the_next_recorded_answer(
+    served: server.ServerHandle,
+) -> None:
+    def pieces() -> Iterator[bytes]:
+        yield b'{"contents": [{"role": "user", '
+        yield b'"parts": [{"text": "refund"}]}]}'
+
+    reply = httpx.post(f"{served.url}{GENERATE}", content=pieces(), timeout=10)
+    assert reply.status_code == 200
+    entry = served.provider.received[-1]
+    assert entry["headers"]["transfer-encoding"] == "chunked"
+    assert entry["body"] == {"contents": [{"role": "user", "parts": [{"text": "refund"}]}]}
+    assert entry["answer"] == "cassette:0"
+
+
+@pytest.mark.parametrize(
+    ("framing", "body", "status", "said"),
+    [
+        ("Transfer-Encoding: chunked", b"zz\r\n{}\r\n0\r\n\r\n", 400, "chunk size line"),
+        (
+            "Transfer-Encoding: chunked",
+            b"1\r\n{}\r\n0\r\n\r\n",
+            400,
+            "does not end where its size says",
+        ),
+        ("Transfer-Encoding: chunked\r\nContent-Length: 2", b"{}", 400, "both content-length"),
+        ("Transfer-Encoding: gzip", b"{}", 501, "transfer-encoding gzip is not read"),
+    ],
+)
+def test_a_body_framed_wrongly_is_refused_without_spending_a_recorded_answer(
+    served: server.ServerHandle, framing: str, body: bytes, status: int, said: str
+) -> None:
+    head = f"POST {GENERATE} HTTP/1.1\r\nHost: x\r\n{framing}\r\n\r\n".encode()
+    got, answer = status_and_json(raw(served, head + body))
+    assert (got, said in json.dumps(answer)) == (status, True)
+    assert served.provider.received[-1]["answer"] == f"error:{status}"
+    assert served.provider.received[-1]["body"] is None
+    following = httpx.post(f"{served.url}{GENERATE}", json={}, timeout=10)
+    assert following.status_code == 200
+    assert served.provider.received[-1]["answer"] == "cassette:0"  # the first is still next
+
+
+def test_a_chunked_body_over_the_cap_is_answered_413(
+    served: server.ServerHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(server, "MAX_REQUEST_BYTES", 1000)
+    chunk = b"3e8\r\n" + b"x" * 1000 + b"\r\n"
+    head = f"POST {GENERATE} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+    status, answer = status_and_json(raw(served, head + chunk + chunk))
+    assert status == 413
+    assert "over 1000 bytes" in json.dumps(answer)
+
+
+def test_a_body_shorter_than_its_content_length_is_refused_when_the_client_stops_sending(
+    served: server.ServerHandle,
+) -> None:
+    head = f"POST {GENERATE} HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{{}}".encode()
+    with socket.create_connection(("127.0.0.1", served.port), timeout=5) as conn:
+        conn.sendall(head)
+        conn.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+    status, answer = status_and_json(data)
+    assert status == 400
+    assert "ended after 2 of 10 bytes" in json.dumps(answer)
+    assert served.provider.received[-1]["answer"] == "error:400"

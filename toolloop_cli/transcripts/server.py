@@ -20,7 +20,8 @@ Event streams are sent event by event, each flushed, on a connection that closes
   ``K`` bytes for a JSON answer, whose ``content-length`` then promises more than comes).
 
 It binds 127.0.0.1 only: it is a test double, never a proxy. It is bounded like one: a request
-body over ``MAX_REQUEST_BYTES`` is answered 413 unread, a bad ``content-length`` 400; an idle or
+body over ``MAX_REQUEST_BYTES`` is answered 413 unread, a bad ``content-length`` or chunked
+framing 400 (``request_body``); an idle or
 half-open connection is dropped after ``idle_timeout_s``; what is kept of each body (in
 ``received``, ``MAX_RETAINED_BYTES`` in all) and written to the log (``MAX_LOGGED_BYTES`` each)
 is bounded, with the size and SHA-256 of the whole; credentials in the path (``?key=``) are
@@ -44,6 +45,7 @@ from toolloop_cli.errors import UsageError
 
 from .cassette import Cassette, Interaction, load_cassette, scrub_headers, scrub_uri
 from .detect import detect_api
+from .request_body import Refused, read_body
 
 __all__ = [
     "HOST",
@@ -70,7 +72,6 @@ MAX_RETAINED_BYTES = 64 * 1024 * 1024
 MAX_LOGGED_BYTES = 64 * 1024
 #: Seconds a connection may sit idle (or half-open) before it is closed.
 IDLE_TIMEOUT_S = 30.0
-_LENGTH = re.compile(r"[0-9]{1,20}")
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 
 #: provider → status → (error type or google.rpc status, message)
@@ -157,15 +158,11 @@ class FakeProvider:
                 self._served, self.faults = served, faults
             return logged
 
-    def refuse(self, method: str, path: str, headers: dict[str, str], status: int) -> Reply:
-        """The reply to a request whose body is not read: 400 (bad length) or 413 (too large)."""
+    def refuse(self, method: str, path: str, headers: dict[str, str], why: Refused) -> Reply:
+        """The reply to a request whose body is not read (a bad framing, or over the cap)."""
         api = detect_api(path)
         provider = api[0] if api is not None else "openai"
-        if status == 413:
-            message = f"toolloop serve: request body over {MAX_REQUEST_BYTES} bytes"
-        else:
-            message = "toolloop serve: content-length is not a byte count"
-        reply = _error(provider, status, _REFUSED[provider], message)
+        reply = _error(provider, why.status, _REFUSED[provider], f"toolloop serve: {why.message}")
         with self._lock:
             return self._record(method, path, headers, None, reply)
 
@@ -364,17 +361,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def _answer(self, headers: dict[str, str]) -> Reply:
-        """Read the body (when its length is a count no larger than the cap) and answer."""
+        """Read the body (framed by a length or chunks, no larger than the cap) and answer."""
         provider = self.server.provider
-        lengths = self.headers.get_all("content-length") or []
-        if len({v.strip() for v in lengths}) > 1 or not all(
-            _LENGTH.fullmatch(v.strip()) for v in lengths
-        ):
-            return provider.refuse(self.command, self.path, headers, 400)
-        length = int(lengths[0]) if lengths else 0
-        if length > MAX_REQUEST_BYTES:
-            return provider.refuse(self.command, self.path, headers, 413)
-        body = self.rfile.read(length) if length > 0 else b""
+        body = read_body(
+            self.rfile,
+            self.headers.get_all("content-length") or [],
+            self.headers.get_all("transfer-encoding") or [],
+            MAX_REQUEST_BYTES,
+        )
+        if isinstance(body, Refused):
+            return provider.refuse(self.command, self.path, headers, body)
         return provider.answer(self.command, self.path, headers, body)
 
     do_POST = _serve

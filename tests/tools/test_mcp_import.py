@@ -368,3 +368,54 @@ def test_a_schema_without_a_canonical_json_form_leaves_its_tool_out_not_the_impo
     refused = cli("registry", "import-mcp", "--stdio", alone, "--name", "n")
     assert refused.exit_code == 2
     assert "announces no tool toolloop can call: 'huge': its inputSchema " in refused.stderr
+
+
+#: a server written by hand (the SDK would not send it): its tools/list answer is JSON nested
+#: deeper than the SDK's parser reads, or holds a lone surrogate escape
+UNREADABLE_LIST = r"""
+import json, sys
+mode = sys.argv[1]
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"],
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "raw", "version": "1"}}
+        out = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+    elif msg["method"] != "tools/list":
+        error = {"code": -32601, "message": "method not found"}
+        out = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": error})
+    else:
+        schema = "[" * 300 + "]" * 300 if mode == "deep" else '"\\ud800"'
+        out = ('{"jsonrpc": "2.0", "id": %s, "result": {"tools": [{"name": "t", '
+               '"inputSchema": {"type": "object", "x": %s}}]}}' % (json.dumps(msg["id"]), schema))
+    sys.stdout.write(out + "\n")
+    sys.stdout.flush()
+"""
+
+
+@pytest.mark.parametrize(
+    ("mode", "why"),
+    [
+        ("deep", "Invalid JSON: recursion limit exceeded"),
+        ("surrogate", "Invalid JSON: unexpected end of hex escape"),
+    ],
+)
+def test_a_tool_list_answer_the_client_cannot_read_is_named_as_the_cause(
+    cli: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, why: str
+) -> None:
+    """The SDK drops a message it cannot parse, so the listing waits for its timeout; the one
+    line then says what the server sent instead of only that the listing was cancelled."""
+    from toolloop_cli.tools import mcp_client
+
+    monkeypatch.setattr(mcp_client, "CONNECT_TIMEOUT_S", 5.0)
+    script = tmp_path / "raw.py"
+    script.write_text(UNREADABLE_LIST)
+    command = shlex.join([sys.executable, str(script), mode])
+    result = cli("registry", "import-mcp", "--stdio", command, "--name", "raw")
+    assert result.exit_code == 2, result.output
+    line = "MCP server 'raw': tools/list cancelled after 5 s; meanwhile it sent a message"
+    assert line in result.stderr
+    assert why in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

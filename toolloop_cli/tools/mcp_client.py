@@ -17,6 +17,7 @@ import atexit
 import logging
 import os
 import threading
+import time
 from collections.abc import Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ T = TypeVar("T")
 CONNECT_TIMEOUT_S = 20.0
 #: pages of a ``tools/list`` read before the listing is taken for one that never ends
 MAX_LIST_PAGES = 1000
+#: how much of the reason a server's message could not be read is shown
+MAX_REASON_CHARS = 300
 #: JSON-RPC error code the SDK gives every request pending when the connection closed
 _CONNECTION_CLOSED = -32000
 _OPEN: list[McpConnection] = []
@@ -66,6 +69,8 @@ class McpConnection:
         self._client: Any = None
         self._errlog = open(os.devnull, "w")
         self._error: str | None = None
+        #: when the server last sent a message the SDK could not read, and why
+        self._unreadable: tuple[float, str] | None = None
         self._thread = threading.Thread(
             target=self._run,
             name=f"toolloop-mcp-{config.name}",
@@ -147,6 +152,7 @@ class McpConnection:
         async def bounded() -> T:
             return await asyncio.wait_for(work, timeout_s)
 
+        started = time.monotonic()
         future = asyncio.run_coroutine_threadsafe(bounded(), self._loop)
         try:
             # the loop enforces the timeout (and cancels); this wait only guards a stuck loop
@@ -154,6 +160,9 @@ class McpConnection:
         except TimeoutError as exc:
             future.cancel()
             message = f"MCP server '{self.config.name}': {what} cancelled after {timeout_s:g} s"
+            unreadable = self._unreadable
+            if unreadable is not None and unreadable[0] >= started:
+                message += f"; meanwhile it sent a message that could not be read: {unreadable[1]}"
             raise HandlerTimeout(message) from exc
         except McpUnavailable:
             raise
@@ -197,7 +206,9 @@ class McpConnection:
         try:
             async with AsyncExitStack() as stack:
                 transport = await self._transport(stack)
-                self._client = await stack.enter_async_context(Client(transport))
+                self._client = await stack.enter_async_context(
+                    Client(transport, message_handler=self._on_message)
+                )
                 self._ready.set()
                 await self._stop.wait()
         except Exception as exc:  # every way a session ends is a reason
@@ -207,6 +218,12 @@ class McpConnection:
             self._client = None
             self._error = self._error or "the connection was closed"
             self._ready.set()
+
+    async def _on_message(self, message: Any) -> None:
+        """Keep what made the last message from the server unreadable: the SDK drops such a
+        message, so a request whose answer it was would otherwise only time out, unexplained."""
+        if isinstance(message, Exception):
+            self._unreadable = (time.monotonic(), _unreadable_reason(message))
 
     async def _transport(self, stack: AsyncExitStack) -> Any:
         config = self.config
@@ -233,6 +250,19 @@ def _reason(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _unreadable_reason(exc: Exception) -> str:
+    """Why a server's message could not be read, on one line (the SDK's parse and validation
+    failures are pydantic errors whose text spans several lines and quotes the input)."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors()[0]
+            return str(first.get("msg", ""))[:MAX_REASON_CHARS] or type(exc).__name__
+        except Exception:  # not pydantic's errors(): fall back to the exception's own text
+            pass
+    return _reason(exc).splitlines()[0][:MAX_REASON_CHARS]
 
 
 def _quiet_sdk_logging() -> None:

@@ -473,6 +473,24 @@ def test_a_named_pipe_nothing_writes_to_is_read_as_empty_not_waited_on(
     assert "fifo.yaml" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_recording_given_by_process_substitution_is_read_from_its_pipe(tmp_path: Path) -> None:
+    """``--transcript <(cat rec.yaml)``: the path was resolved to ``/proc/PID/fd/pipe:[N]``,
+    which cannot be opened ("cannot read: No such file or directory", exit 2)."""
+    import shlex
+    import subprocess
+    import sys
+
+    command = shlex.join(
+        [sys.executable, "-m", "toolloop_cli", "run", TASK, "--registry", str(REGISTRY),
+         "--store", str(tmp_path / "s.db")]
+    ) + f" --transcript <(cat {shlex.quote(str(REFUND_OPENAI))})"  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 10, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_a_registry_read_from_a_pipe_with_a_writer_is_read_whole(tmp_path: Path) -> None:
     """``--registry <(generate)``: the pipe is read once (the cache keyed by the file's bytes
     read it first before, and the load found it empty)."""

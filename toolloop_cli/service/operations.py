@@ -6,6 +6,8 @@ so the CLI stays a thin layer and programs can drive toolloop without it.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -160,6 +162,17 @@ def _still_held(held: lease.Lease) -> loop.AfterStep:
     return after_step
 
 
+def _absolute(path: Path) -> Path:
+    """The path a source is kept under: resolved for a file, only made absolute for a pipe or
+    a device (``--transcript <(…)``: resolving ``/dev/fd/63`` names ``pipe:[…]``, which
+    cannot be opened)."""
+    try:
+        regular = stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        regular = True  # missing or unreadable: resolved, and the read says why
+    return path.resolve() if regular else Path(os.path.abspath(path))
+
+
 def _new_operation(
     store_file: Path | None,
     options: RunOptions,
@@ -173,7 +186,7 @@ def _new_operation(
     transcript: str | None = None
     url = ""
     if options.transcript is not None:
-        transcript = str(options.transcript.resolve())
+        transcript = str(_absolute(options.transcript))
         replay, (provider, api_family) = transcript_transport(Path(transcript))
         transport = transport or replay
         model = options.model or _recorded_model(replay) or "recorded"

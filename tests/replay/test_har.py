@@ -5,6 +5,7 @@ body in ``postData.text``, the answer in ``content.text`` (base64 when it says s
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,35 @@ def test_a_har_replays_as_the_recording_does(
     assert replayed(cli, path) == expected
 
 
+def _as_polly_chunks(entry: dict[str, Any]) -> None:
+    """Polly.js's layout for a body that is not text: the gzip bytes as a JSON list of the
+    base64 texts of the chunks they came in."""
+    content = entry["response"]["content"]
+    packed = gzip.compress(content["text"].encode())
+    pieces = [packed[:40], packed[40:97], packed[97:]]
+    content.update(
+        text=json.dumps([base64.b64encode(p).decode() for p in pieces]), encoding="base64"
+    )
+    headers = [h for h in entry["response"]["headers"] if h["name"] != "content-encoding"]
+    entry["response"]["headers"] = [*headers, {"name": "content-encoding", "value": "gzip"}]
+
+
+@pytest.mark.parametrize("name", ["openai", "anthropic-stream"])
+def test_a_polly_body_kept_as_a_list_of_base64_chunks_is_read_whole(
+    cli: Invoke, tmp_path: Path, name: str
+) -> None:
+    """Was "'text' says base64 but is not: Only base64 data is allowed" for every gzip answer
+    Polly.js recorded (openllmetry-js's Responses recordings)."""
+    document = har(name)
+    for entry in document["log"]["entries"][1:]:
+        _as_polly_chunks(entry)
+    path = tmp_path / "recording.har"
+    path.write_text(json.dumps(document))
+    expected = replayed(cli, TRANSCRIPTS / f"refund-{name}.yaml")
+    assert expected[2] == [] and expected[4], expected
+    assert replayed(cli, path) == expected
+
+
 def test_an_emoji_escaped_as_a_surrogate_pair_is_read(cli: Invoke, tmp_path: Path) -> None:
     """``json.dumps`` writes 🏴‍☠️ as ``\\ud83c\\udff4…``, which YAML's reader refused ("found
     invalid Unicode character escape code"): a JSON recording is read as JSON."""
@@ -119,6 +149,12 @@ def test_an_emoji_escaped_as_a_surrogate_pair_is_read(cli: Invoke, tmp_path: Pat
                 text="é", encoding="base64"
             ),
             "log.entries[1].response 'text' says base64 but is not: not ASCII",
+        ),
+        (
+            lambda d: d["log"]["entries"][1]["response"]["content"].update(
+                text='["H4sI", "%%"]', encoding="base64"
+            ),
+            "log.entries[1].response 'text' says base64 but is not",
         ),
         (
             lambda d: d["log"]["entries"][1]["response"].update(status=0),

@@ -10,7 +10,8 @@ A HAR file is JSON::
 Each entry becomes a vcrpy interaction (``{request, response}``), in the order the archive
 lists them. A response's ``content.text`` is the body as the client decoded it (a
 ``content-encoding`` header may still name the coding it came in); ``"encoding": "base64"``
-says the text is the body's bytes in base64. A browser's request that got no answer (status
+says the text is the body's bytes in base64 (Polly.js writes a JSON list of the base64 texts of
+the body's chunks). A browser's request that got no answer (status
 0) to anything but a model API is left out; an entry that is not a request and its response,
 or a part that is not the shape above, is a ``Problem`` naming the entry.
 """
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import binascii
 from typing import Any
+
+from toolloop_cli.strict_json import strict_loads
 
 from .detect import detect_api
 from .shapes import Problem, unbase64
@@ -94,7 +97,9 @@ def _headers(node: Any, where: str) -> dict[str, list[str]]:
 
 
 def _text(node: dict[str, Any], where: str) -> str | bytes | None:
-    """``text`` as it is, or its bytes when ``encoding`` is ``base64``."""
+    """``text`` as it is, or its bytes when ``encoding`` is ``base64``: one base64 text, or
+    (Polly.js, for a body that is not text, such as a gzip answer) a JSON list of the base64
+    texts of the chunks the body came in."""
     text = node.get("text")
     if text is None:
         return None
@@ -102,7 +107,23 @@ def _text(node: dict[str, Any], where: str) -> str | bytes | None:
         raise Problem(f"{where} 'text' is not text")
     if node.get("encoding") != "base64":
         return text
+    chunks = _chunk_list(text)
     try:
+        if chunks is not None:
+            return b"".join(unbase64(chunk) for chunk in chunks)
         return unbase64(text)
     except binascii.Error as exc:
         raise Problem(f"{where} 'text' says base64 but is not: {exc}") from None
+
+
+def _chunk_list(text: str) -> list[str] | None:
+    """The chunks of a ``["H4sI…", "…"]`` text, or None when ``text`` is not such a list."""
+    if not text.lstrip().startswith("["):
+        return None
+    try:
+        chunks = strict_loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(chunks, list) and all(isinstance(chunk, str) for chunk in chunks):
+        return chunks
+    return None

@@ -8,8 +8,8 @@ Shape (``version: 1``)::
 
 The variants other recorders write (body, status and header shapes, older vcrpy formats)
 are read by ``shapes.py``; Ruby's VCR and Betamax keep the list under ``http_interactions``,
-php-vcr and Elixir's ExVCR write the list alone; an HTTP Archive (HAR) is read by ``har.py``.
-Bodies are kept as bytes: what was on the wire.
+php-vcr and Elixir's ExVCR write the list alone; an HTTP Archive (HAR) is read by ``har.py``,
+a Go httprr trace by ``httprr.py``. Bodies are kept as bytes: what was on the wire.
 
 A cassette file may itself be gzip-compressed (LangChain keeps its cassettes as
 ``.yaml.gz``; its first serializer wrote the gzip data as base64 text): it is read as the YAML
@@ -49,6 +49,7 @@ from toolloop_cli.tools import strict_yaml
 from .detect import answered_api, detect_api
 from .encoded import GZIP_MAGIC, Oversized, decoded, decompress
 from .har import HAR_KEY, har_interactions
+from .httprr import HTTPRR_MAGIC, httprr_interactions
 from .paired import LAYOUT_KEYS, paired_interactions
 from .shapes import CassetteLoader, Problem, body_of, headers_of, status_of, unbase64
 
@@ -177,6 +178,8 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
             data = _unwrapped(data, name)
         if data.startswith(GZIP_MAGIC):
             data = _gunzipped(data, name)
+        if data.startswith(HTTPRR_MAGIC):
+            return _cassette(name, {"interactions": _httprr(data, name)})
         text = data.decode("utf-8")
     except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or over the size limit
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -227,6 +230,14 @@ def _unwrapped(data: bytes, name: str) -> bytes:
         raise TranscriptError(
             f"transcript {name}: base64-wrapped gzip is not base64: {exc}"
         ) from None
+
+
+def _httprr(data: bytes, name: str) -> list[dict[str, Any]]:
+    """A Go httprr trace's records as interactions."""
+    try:
+        return httprr_interactions(data)
+    except Problem as exc:
+        raise TranscriptError(f"transcript {name}: {exc}") from None
 
 
 def _gunzipped(data: bytes, name: str) -> bytes:

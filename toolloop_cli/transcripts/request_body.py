@@ -1,6 +1,7 @@
-"""Reading a request body the way its headers frame it, within a cap, for ``toolloop serve``.
+"""Reading an HTTP/1.1 message body the way its headers frame it, within a cap.
 
-A body comes with a ``content-length`` or as ``transfer-encoding: chunked`` (what httpx and
+``toolloop serve`` reads requests with it, and the httprr reader the messages of a trace. A
+body comes with a ``content-length`` or as ``transfer-encoding: chunked`` (what httpx and
 requests send for a streamed upload). Anything else, or both framings at once (the request
 smuggling pattern, RFC 9112 §6.1), is refused unread: the fake provider must never spend a
 recorded answer on a request whose body it did not read.

@@ -1,0 +1,132 @@
+"""Go httprr traces (langchaingo, adk-go) replay as the recording they hold does: records of
+raw HTTP/1.1 messages, in order, each body framed by its length, by chunks, or by the end of
+the record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support.cli import Invoke, json_out
+from support.paths import REGISTRY, ROOT
+
+TRANSCRIPTS = ROOT / "transcripts"
+
+
+def _chunked(body: bytes) -> bytes:
+    pieces = [body[i : i + 97] for i in range(0, len(body), 97)]
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+
+
+def _response(response: dict[str, Any], framing: str) -> bytes:
+    body = response["body"]["string"].encode()
+    status = response["status"]
+    head = [f"HTTP/2.0 {status['code']} {status['message']}"]
+    head += [f"{name}: {value}" for name, values in response["headers"].items() for value in values]
+    if framing == "length":
+        head.append(f"Content-Length: {len(body)}")
+    elif framing == "chunked":
+        head.append("Transfer-Encoding: chunked")
+        body = _chunked(body)
+    else:  # Go writes a body of unknown length to the end, closing the connection
+        head.append("Connection: close")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def _request(request: dict[str, Any]) -> bytes:
+    body = request["body"].encode()
+    host = request["uri"].split("/")[2]
+    # a scrubber's header line ending in LF alone, which Go reads as it reads CRLF
+    head = (
+        f"{request['method']} {request['uri']} HTTP/1.1\r\nHost: {host}\r\n"
+        f"User-Agent: langchaingo-httprr\nContent-Length: {len(body)}\r\n"
+        "Content-Type: application/json\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def httprr(name: str, framing: str) -> bytes:
+    """``transcripts/refund-NAME.yaml`` as an httprr trace."""
+    recorded = yaml.safe_load((TRANSCRIPTS / f"refund-{name}.yaml").read_text())["interactions"]
+    trace = b"httprr trace v1\n"
+    for interaction in recorded:
+        request = _request(interaction["request"])
+        response = _response(interaction["response"], framing)
+        trace += b"%d %d\n" % (len(request), len(response)) + request + response
+    return trace
+
+
+def replayed(cli: Invoke, path: Path) -> tuple[Any, ...]:
+    """The exit code, end state, divergences, turn count and calls of ``toolloop replay``."""
+    result = cli("replay", str(path), "--registry", str(REGISTRY), "--json")
+    out = json_out(result)
+    calls = [(c["name"], c["state"], c["arguments"], c["result"]) for c in out["calls"]]
+    return result.exit_code, out["state"], out["divergences"], len(out["turns"]), calls
+
+
+@pytest.mark.parametrize(
+    ("name", "framing"),
+    [
+        ("openai", "length"),
+        ("anthropic", "chunked"),
+        ("anthropic-stream", "to-the-end"),
+        ("gemini-generate", "length"),
+        ("gemini-generate-stream", "chunked"),
+    ],
+)
+def test_an_httprr_trace_replays_as_the_recording_does(
+    cli: Invoke, tmp_path: Path, name: str, framing: str
+) -> None:
+    """Was "not valid YAML at line 4, column 5" for every trace."""
+    path = tmp_path / "TestRefund.httprr"
+    path.write_bytes(httprr(name, framing))
+    expected = replayed(cli, TRANSCRIPTS / f"refund-{name}.yaml")
+    assert expected[2] == [] and expected[4], expected
+    assert replayed(cli, path) == expected
+
+
+def _cut(data: bytes) -> bytes:
+    return data[:-10]
+
+
+def _counts(data: bytes) -> bytes:
+    return data.replace(b"\n", b"\nx y\n", 1)
+
+
+def _no_blank_line(data: bytes) -> bytes:
+    head, first = data.split(b"\n", 2)[:2], data.split(b"\n", 2)[2]
+    request_size = int(head[1].split()[0])
+    request = first[:request_size].replace(b"\r\n\r\n", b"\r\n", 1).ljust(request_size, b" ")
+    return b"\n".join(head) + b"\n" + request + first[request_size:]
+
+
+def _status_line(data: bytes) -> bytes:
+    return data.replace(b"HTTP/2.0 200 OK", b"HTTP/2.0 OK 200", 1)
+
+
+def _bad_chunk(data: bytes) -> bytes:
+    return data.replace(b"\r\n\r\n61\r\n", b"\r\n\r\nzz\r\n", 1)
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (_cut, "httprr record 3: it says 3111 + 628 bytes, but the file ends 3729 bytes after"),
+        (_counts, "httprr record 0: its first line is not two byte counts"),
+        (_no_blank_line, "httprr record 0: the request has no empty line after its headers"),
+        (_status_line, "httprr record 0: status line 'HTTP/2.0 OK 200' is not"),
+        (_bad_chunk, "httprr record 0: the response body: chunked body: a chunk size line"),
+    ],
+)
+def test_a_trace_that_does_not_parse_is_refused_naming_the_record(
+    cli: Invoke, tmp_path: Path, change: Any, problem: str
+) -> None:
+    path = tmp_path / "broken.httprr"
+    path.write_bytes(change(httprr("anthropic", "chunked")))
+    result = cli("replay", str(path), "--registry", str(REGISTRY))
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and problem in lines[0], result.stderr
+    assert "Traceback" not in result.output

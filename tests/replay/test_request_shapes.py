@@ -621,3 +621,43 @@ def test_a_tool_call_the_client_read_itself_and_wrote_back_as_text_ends_its_conv
     assert [(c["call_id"], c["state"]) for c in out["calls"]] == [("toolu_1", "NOT_EXECUTED")]
     assert "nobody answered the last answer's call(s): toolu_1" in out["reason"]
     assert code == 12
+
+
+def test_calls_answered_by_a_request_that_rewrote_the_history_say_which_request_did(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """llm.rb sends the first user turn's blocks in another order and echoes the answer
+    without its text, then answers the call by its id: that request cannot go on from the
+    first answer, so it is a conversation of its own, and the first one's reason says that
+    interaction 1 answered its call (it said "nobody answered")."""
+    tool = {"name": "system", "input_schema": {"type": "object"}}
+    body = {"model": "claude-3", "max_tokens": 500, "tools": [tool]}
+    question = {"type": "text", "text": "What is the date?"}
+    persona = {"type": "text", "text": "You are a bot that can run UNIX commands"}
+    use = an_use("toolu_01Sq", "system", {"command": "date"})
+    first = an_message("m1", [an_text("Let me check."), use], "tool_use")
+    rewritten = [
+        {"role": "user", "content": [persona, question]},
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": [an_result("toolu_01Sq", '{"success": "2025-08-24"}')]},
+    ]
+    asked = [{"role": "user", "content": [question, persona]}]
+    final = an_message("m2", [an_text("It is 2025-08-24.")], "end_turn")
+    path = write(
+        tmp_path,
+        [
+            exchange(ANTHROPIC, {**body, "messages": asked}, first),
+            exchange(ANTHROPIC, {**body, "messages": rewritten}, final),
+        ],
+    )
+    code, out = replay(cli, path)
+    assert [(op["interactions"], op["state"]) for op in out["operations"]] == [
+        ([0], "INCOMPLETE"),
+        ([1], "COMPLETED"),
+    ]
+    assert out["reason"] == (
+        "the recording ends here: interaction 1 answers the last answer's call(s) "
+        "toolu_01Sq (system), but rewrote the conversation before them, so it is replayed as "
+        "a conversation of its own; nothing was run"
+    )
+    assert code == 12

@@ -142,7 +142,9 @@ def plan_deps(
     if cursor is not None:
         deps.retry_ends = _no_retry_after(cursor, len(conversation.interactions))
     if cursor is not None and not plan.meta:
-        deps.input_ends = _ends_with(store, cursor, len(conversation.interactions))
+        deps.input_ends = _ends_with(
+            store, cursor, len(conversation.interactions), conversation.answered_by
+        )
     return deps
 
 
@@ -177,13 +179,16 @@ _NOT_RUN = frozenset(
 
 
 def _ends_with(
-    store: Store, cursor: ReplayTransport, recorded: int
+    store: Store, cursor: ReplayTransport, recorded: int, answered_by: int | None
 ) -> Callable[[OperationRecord], str | None]:
     """``Deps.input_ends`` of a recording made by another tool: it stops where it stops.
 
     When the last recorded answer asked for calls and nothing follows it, nobody answered
     them: nothing is run, no request is sent that the recording never had, and the operation
-    ends INCOMPLETE saying so. (A toolloop recording says itself how it ended.)
+    ends INCOMPLETE saying so. (A toolloop recording says itself how it ended.) When a
+    request that starts another conversation does carry their results (``answered_by``), the
+    reason names it: the client rewrote the history before them, so that request could not
+    go on from this conversation's last answer.
     """
 
     def ends(op: OperationRecord) -> str | None:
@@ -193,6 +198,12 @@ def _ends_with(
         if any(call.state not in _NOT_RUN for call in calls):
             return None
         named = ", ".join(f"{c.call_id} ({c.name})" for c in calls) or "none"
+        if answered_by is not None:
+            return (
+                f"the recording ends here: interaction {answered_by} answers the last answer's"
+                f" call(s) {named}, but rewrote the conversation before them, so it is"
+                " replayed as a conversation of its own; nothing was run"
+            )
         return (
             f"the recording ends here: nobody answered the last answer's call(s): {named}; "
             "nothing was run"

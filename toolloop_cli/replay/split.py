@@ -57,6 +57,9 @@ class Conversation:
     interactions: tuple[Interaction, ...]
     indices: tuple[int, ...]
     turns: tuple[ModelTurn | None, ...] = ()
+    #: when its last answer's calls are answered by a request that starts a later
+    #: conversation (it rewrote the history before them): that request's cassette index
+    answered_by: int | None = None
 
     @property
     def bodies(self) -> list[Any]:
@@ -122,9 +125,13 @@ class _Open:
         if turn is not None and turn.response_id:
             self.keys.add(turn.response_id)
 
-    def close(self) -> Conversation:
+    def close(self, answered_by: int | None = None) -> Conversation:
         return Conversation(
-            self.api, tuple(self.interactions), tuple(self.indices), tuple(self.turns)
+            self.api,
+            tuple(self.interactions),
+            tuple(self.indices),
+            tuple(self.turns),
+            answered_by,
         )
 
 
@@ -178,12 +185,31 @@ def split_conversations(cassette: Cassette) -> Split:
             target = _Open(interaction.api, items, order=len(opened))
             opened.append(target)
         target.add(index, interaction, items, key, results)
-    split.conversations = [o.close() for o in sorted(opened, key=lambda o: o.order)]
+    ordered = sorted(opened, key=lambda o: o.order)
+    split.conversations = [o.close(_answered_by(o, ordered)) for o in ordered]
     if not split.conversations:
         raise TranscriptError(
             f"transcript {cassette.path}: no model API request (a POST with a JSON body) to replay"
         )
     return split
+
+
+def _answered_by(conversation: _Open, ordered: list[_Open]) -> int | None:
+    """The first request of a later conversation that carries results for every call of
+    ``conversation``'s last answer, by call id (a client that rewrote the history before them,
+    so the request could not join it); None when there is none."""
+    last = conversation.last
+    ids = {call.call_id for call in last.calls} if last is not None else set()
+    if not ids or "" in ids:
+        return None
+    for later in ordered:
+        if later.order <= conversation.order or later.api != conversation.api:
+            continue
+        first = later.interactions[0].request.json()
+        answered = {result.call_id for result in request_results(later.api, first)}
+        if ids <= answered:
+            return later.indices[0]
+    return None
 
 
 def _json_kind(value: object) -> str:

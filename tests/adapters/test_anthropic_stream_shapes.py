@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from support.providers import parse
 
 from toolloop_cli.engine.types import HttpResponse, TurnOutcome
+from toolloop_cli.errors import MalformedProviderPayload
 
 
 def sse(*events: dict[str, Any]) -> HttpResponse:
@@ -109,3 +111,35 @@ def test_an_open_tool_use_at_an_ordinary_end_is_still_a_stream_cut_short() -> No
     assert turn.outcome is TurnOutcome.TRUNCATED
     assert "never closed" in (turn.detail or "")
     assert not turn.calls
+
+
+@pytest.mark.parametrize(
+    ("block", "delta"),
+    [
+        (
+            {"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": {}},
+            {"type": "thinking_delta", "thinking": '{"order_id": "ord_1"}'},
+        ),
+        (
+            {"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": {}},
+            {"type": "text_delta", "text": '{"order_id": "ord_1"}'},
+        ),
+        ({"type": "text", "text": ""}, {"type": "input_json_delta", "partial_json": '{"a": 1}'}),
+        ({"type": "thinking", "thinking": ""}, {"type": "text_delta", "text": "shown"}),
+    ],
+)
+def test_a_delta_of_another_block_type_is_a_broken_stream_and_no_call(
+    block: dict[str, Any], delta: dict[str, Any]
+) -> None:
+    """A thinking or text fragment on a tool_use block became the call's input, and the call
+    ran; an input_json_delta on a text block became the final text."""
+    stream = sse(
+        START,
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        {"type": "content_block_delta", "index": 0, "delta": delta},
+        {"type": "content_block_stop", "index": 0},
+        *ended("tool_use" if block["type"] == "tool_use" else "end_turn"),
+    )
+    with pytest.raises(MalformedProviderPayload) as refused:
+        parse("anthropic", stream)
+    assert f"'{delta['type']}' delta for block 0 of type '{block['type']}'" in str(refused.value)

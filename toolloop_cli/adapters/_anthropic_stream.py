@@ -36,6 +36,15 @@ _DELTAS: dict[str, str] = {
     "input_json_delta": "partial_json",
     "thinking_delta": "thinking",
 }
+#: block type → the delta types that may build it; a delta of another type on one of these
+#: blocks is a broken stream (a text or thinking fragment must never become a call's input)
+_BLOCK_DELTAS: dict[str, frozenset[str]] = {
+    "text": frozenset({"text_delta", "citations_delta"}),
+    "thinking": frozenset({"thinking_delta", "signature_delta"}),
+    "redacted_thinking": frozenset(),
+    "compaction": frozenset({"compaction_delta"}),
+    **{kind: frozenset({"input_json_delta"}) for kind in _JSON_BLOCKS},
+}
 #: stop reasons that end a message whose last call may be cut short: nothing of it runs
 #: (a truncation is INCOMPLETE, a refusal REFUSED), so an open tool_use is no broken stream
 _CALLS_NEVER_RUN = frozenset({"max_tokens", "model_context_window_exceeded", "refusal"})
@@ -146,6 +155,9 @@ class AnthropicStream:
         if block is None or not isinstance(delta, dict):
             raise _malformed(f"content_block_delta for block {index}, which never started")
         kind = delta.get("type")
+        allowed = _BLOCK_DELTAS.get(block["type"])
+        if allowed is not None and kind not in allowed:
+            raise _malformed(f"{kind!r} delta for block {index} of type {block['type']!r}")
         match kind:
             case "signature_delta":
                 block["signature"] = delta.get("signature")

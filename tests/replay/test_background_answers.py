@@ -15,7 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recordings import INTERACTIONS, OPENAI, calls, exchange, gi_answer, replay, write
+from recordings import (
+    INTERACTIONS,
+    OPENAI,
+    calls,
+    exchange,
+    gi_answer,
+    oa_response,
+    oa_text,
+    replay,
+    write,
+)
 from support.cli import Invoke
 
 TASK = "What is the weather in Paris?"
@@ -143,3 +153,44 @@ def test_a_gemini_background_interaction_not_finished_is_incomplete_and_cancelle
     assert [op["interactions"] for op in out["operations"]] == [[0, 1, 2, 3, 4]]
     if state == "INCOMPLETE":
         assert out["reason"].startswith(f"the interaction is {last}: a background answer")
+
+
+def test_reading_back_an_answer_that_has_ended_is_no_poll_of_it(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """openai-dotnet's storage tests: a completed answer, then ``GET /responses/ID`` (200,
+    then 404 once deleted). The GETs were folded in as polls, and the 404 turned the
+    completed run FAILED (exit 13); they are skipped, saying why."""
+    body = {"input": [{"content": TASK, "role": "user"}], "model": "gpt-4o", "store": True}
+    answer = oa_response(RESPONSE_ID, [oa_text("Sunny, 21 C.")])
+    stored = f"{OPENAI}/{RESPONSE_ID}"
+    deleted = {"id": RESPONSE_ID, "object": "response.deleted", "deleted": True}
+    gone = {
+        "error": {
+            "message": f"Response with id '{RESPONSE_ID}' not found.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+    }
+    path = write(
+        tmp_path,
+        [
+            exchange(OPENAI, body, answer),
+            exchange(stored, None, answer, method="GET"),
+            exchange(stored, None, deleted, method="DELETE"),
+            exchange(stored, None, gone, status=404, method="GET"),
+        ],
+    )  # fmt: skip
+    code, out = replay(cli, path)
+    assert (code, out["state"], out["final_text"]) == (0, "COMPLETED", "Sunny, 21 C.")
+    assert out["operations"][0]["interactions"] == [0]
+    assert [(s["index"], s["method"]) for s in out["skipped"]] == [
+        (1, "GET"),
+        (2, "DELETE"),
+        (3, "GET"),
+    ]
+    assert out["skipped"][2]["reason"] == (
+        "a GET of a stored answer, neither a model request (a POST) nor a poll of a background"
+        " answer still running"
+    )

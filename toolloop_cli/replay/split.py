@@ -41,6 +41,8 @@ from .shapes import Api, comparable_items, continues_from, reader, request_resul
 
 __all__ = ["Conversation", "Skipped", "Split", "parse_answer", "split_conversations"]
 
+#: the statuses of a background answer that has not ended yet
+_UNFINISHED = frozenset({"queued", "in_progress"})
 #: Conversations looked at when joining a request (the most recent ones).
 MAX_OPEN = 16
 
@@ -158,9 +160,13 @@ def split_conversations(cassette: Cassette) -> Split:
         if request.method.upper() == "GET" and _fold_poll(opened, index, interaction):
             continue
         if interaction.api is None:
-            split.skipped.append(
-                Skipped(index, request.method, request.uri, "not a known model API endpoint")
-            )
+            reason = "not a known model API endpoint"
+            if detect_poll(request.uri) is not None:
+                reason = (
+                    f"a {request.method.upper()} of a stored answer, neither a model request (a"
+                    " POST) nor a poll of a background answer still running"
+                )
+            split.skipped.append(Skipped(index, request.method, request.uri, reason))
             continue
         if request.method.upper() != "POST":  # every model request is a POST
             reason = f"a {request.method.upper()} request, not a model request (a POST)"
@@ -282,15 +288,28 @@ def _answers(conversation: _Open, results: int) -> bool:
     return last is None or not last.calls or results > conversation.results
 
 
+def _unfinished(turn: ModelTurn) -> bool:
+    """Whether ``turn`` is a background answer still ``queued`` or ``in_progress``: only such
+    an answer is polled. A ``GET`` of an answer that has ended (a test that reads a stored
+    answer back, or checks that an unstored one is gone) is no poll of it."""
+    return turn.outcome is TurnOutcome.TRUNCATED and turn.finish_reason in _UNFINISHED
+
+
 def _fold_poll(opened: list[_Open], index: int, interaction: Interaction) -> bool:
-    """A poll of a background answer becomes that answer (the last poll wins)."""
+    """A poll of a background answer still unfinished becomes that answer (the last poll
+    wins)."""
     found = detect_poll(interaction.request.uri)
     if found is None:
         return False
     api, response_id = found
     for conversation in reversed(opened):
         last = conversation.last
-        if conversation.api == api and last is not None and last.response_id == response_id:
+        if (
+            conversation.api == api
+            and last is not None
+            and last.response_id == response_id
+            and _unfinished(last)
+        ):
             started = conversation.interactions[-1]
             answered = Interaction(started.request, interaction.response, api)
             conversation.interactions[-1] = answered

@@ -13,6 +13,7 @@ recordings out that way and expects what the recording itself replays to.
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -200,3 +201,59 @@ def test_a_list_that_holds_no_interactions_is_still_refused(cli: Invoke, tmp_pat
     path.write_text("- request: {}\n- just text\n")
     result = cli("replay", str(path), "--registry", str(REGISTRY))
     assert result.exit_code == 2 and "not a YAML mapping" in result.stderr, result.output
+
+
+def exvcr(name: str) -> list[dict[str, Any]]:
+    """``transcripts/refund-NAME.yaml`` as ExVCR (Finch adapter) writes JSON: the list alone,
+    ``url``, ``method: post``, ``status_code``, and each answer gzipped, so not UTF-8, kept
+    as ``"binary": true`` with the base64 of ``:erlang.term_to_binary(body)``."""
+    recorded = yaml.safe_load((TRANSCRIPTS / f"refund-{name}.yaml").read_text())["interactions"]
+    document = []
+    for i in recorded:
+        request, response = i["request"], i["response"]
+        packed = gzip.compress(response["body"]["string"].encode())
+        term = b"\x83m" + len(packed).to_bytes(4, "big") + packed
+        headers = {k: v[0] for k, v in (response.get("headers") or {}).items()}
+        document.append(
+            {
+                "request": {
+                    "url": request["uri"],
+                    "method": "post",
+                    "body": request["body"],
+                    "headers": {"content-type": "application/json", "accept-encoding": "gzip"},
+                    "options": {"receive_timeout": 120000},
+                    "request_body": "",
+                },
+                "response": {
+                    "binary": True,
+                    "type": "ok",
+                    "body": base64.b64encode(term).decode(),
+                    "headers": {**headers, "content-encoding": "gzip"},
+                    "status_code": response["status"]["code"],
+                },
+            }
+        )
+    return document
+
+
+@pytest.mark.parametrize("name", ["anthropic", "gemini-generate-stream"])
+def test_an_exvcr_binary_body_is_read_as_the_erlang_binary_it_holds(
+    cli: Invoke, tmp_path: Path, name: str
+) -> None:
+    """The base64 of the Erlang term was handed to the adapter as the answer: FAILED, exit 13,
+    "body is not acceptable JSON", blaming the provider."""
+    path = tmp_path / "tool_loop.json"
+    path.write_text(json.dumps(exvcr(name)))
+    assert replayed(cli, path) == replayed(cli, TRANSCRIPTS / f"refund-{name}.yaml")
+
+
+def test_an_exvcr_binary_body_that_is_no_erlang_binary_is_refused(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    document = exvcr("anthropic")
+    document[1]["response"]["body"] = base64.b64encode(b"\x83h\x02a\x01a\x02").decode()
+    path = tmp_path / "tool_loop.json"
+    path.write_text(json.dumps(document))
+    result = cli("replay", str(path), "--registry", str(REGISTRY))
+    assert result.exit_code == 2, result.output
+    assert "interaction 1: response binary body is not an Erlang binary term" in result.stderr

@@ -144,6 +144,8 @@ def body_of(node: dict[str, Any], where: str) -> bytes | None:
         if content is not None:
             raise Problem(f"{where} 'content' is not text")
         return _json_bytes(node["parsed_body"], where) if "parsed_body" in node else None
+    if node.get("binary") is True and isinstance(body, str):
+        return _exvcr_binary(body, where)
     if isinstance(body, str):
         return body.encode("utf-8")
     if isinstance(body, bytes):
@@ -163,6 +165,25 @@ def body_of(node: dict[str, Any], where: str) -> bytes | None:
     if isinstance(body, dict | list):
         return _json_bytes(body, where)
     raise Problem(f"{where} 'body' is not a string, a mapping or null")
+
+
+#: how Erlang's external term format writes a binary: version 131, BINARY_EXT, 4-byte length
+_ERLANG_BINARY = b"\x83m"
+
+
+def _exvcr_binary(text: str, where: str) -> bytes:
+    """ExVCR's body that is not UTF-8 (``"binary": true``): the base64 of the body as
+    ``:erlang.term_to_binary`` writes a binary (``83 6d``, a big-endian length, the bytes)."""
+    try:
+        term = unbase64(text)
+    except binascii.Error as exc:
+        raise Problem(f"{where} binary body is not base64: {exc}") from None
+    size = int.from_bytes(term[2:6], "big")
+    if not term.startswith(_ERLANG_BINARY) or len(term) != 6 + size:
+        raise Problem(
+            f"{where} binary body is not an Erlang binary term (83 6d, a length, the bytes)"
+        )
+    return term[6:]
 
 
 def _base64(text: Any, where: str) -> bytes:

@@ -9,7 +9,8 @@ Shape (``version: 1``)::
 The variants other recorders write (body, status and header shapes, older vcrpy formats)
 are read by ``shapes.py``; Ruby's VCR and Betamax keep the list under ``http_interactions``,
 php-vcr and Elixir's ExVCR write the list alone; an HTTP Archive (HAR) is read by ``har.py``,
-a Go httprr trace by ``httprr.py``. Bodies are kept as bytes: what was on the wire.
+a Go httprr trace by ``httprr.py``, a test-proxy session record (the Azure SDKs, OpenAI's
+.NET SDK) by ``session_records.py``. Bodies are kept as bytes: what was on the wire.
 
 A cassette file may itself be gzip-compressed (LangChain keeps its cassettes as
 ``.yaml.gz``; its first serializer wrote the gzip data as base64 text): it is read as the YAML
@@ -51,6 +52,7 @@ from .encoded import GZIP_MAGIC, Oversized, decoded, decompress
 from .har import HAR_KEY, har_interactions
 from .httprr import HTTPRR_MAGIC, httprr_interactions
 from .paired import LAYOUT_KEYS, paired_interactions
+from .session_records import ENTRIES_KEY, session_interactions
 from .shapes import CassetteLoader, Problem, body_of, headers_of, status_of, unbase64
 
 __all__ = [
@@ -264,12 +266,13 @@ def _cassette(name: str, document: Any) -> Cassette:
     dropped: tuple[str, ...] = LAYOUT_KEYS if raw is not None else ()
     if raw is None and "interactions" not in document and _RUBY_KEY in document:
         raw, dropped = document[_RUBY_KEY], (_RUBY_KEY,)
-    if raw is None:
-        try:
-            raw = har_interactions(document)
-        except Problem as exc:
-            raise TranscriptError(f"transcript {name}: {exc}") from None
-        dropped = (HAR_KEY,) if raw is not None else dropped
+    for layout, key in ((har_interactions, HAR_KEY), (session_interactions, ENTRIES_KEY)):
+        if raw is None:
+            try:
+                raw = layout(document)
+            except Problem as exc:
+                raise TranscriptError(f"transcript {name}: {exc}") from None
+            dropped = (key,) if raw is not None else dropped
     raw = document.get("interactions") if raw is None else raw
     if not isinstance(raw, list):
         raise TranscriptError(f"transcript {name}: no 'interactions' list")

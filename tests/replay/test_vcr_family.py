@@ -200,7 +200,8 @@ def test_a_list_that_holds_no_interactions_is_still_refused(cli: Invoke, tmp_pat
     path = tmp_path / "list.yml"
     path.write_text("- request: {}\n- just text\n")
     result = cli("replay", str(path), "--registry", str(REGISTRY))
-    assert result.exit_code == 2 and "not a YAML mapping" in result.stderr, result.output
+    assert result.exit_code == 2, result.output
+    assert "a list, but not of interactions" in result.stderr
 
 
 def exvcr(name: str) -> list[dict[str, Any]]:

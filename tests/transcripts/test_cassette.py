@@ -295,7 +295,7 @@ MALFORMED = [
         "interactions: [\n  - {request: ",
         "not valid YAML at line 2, column 3: did not find expected node",
     ),
-    ("- just\n- a list\n", "not a YAML mapping"),
+    ("- just\n- a list\n", "a list, but not of interactions"),
     ("", "not a YAML mapping"),
     ("version: 1\n", "no 'interactions' list"),
     ("interactions: {request: {}}\n", "no 'interactions' list"),

@@ -10,7 +10,8 @@ The variants other recorders write (body, status and header shapes, older vcrpy 
 are read by ``shapes.py``; Ruby's VCR and Betamax keep the list under ``http_interactions``,
 php-vcr and Elixir's ExVCR write the list alone; an HTTP Archive (HAR) is read by ``har.py``,
 a Go httprr trace by ``httprr.py``, a test-proxy session record (the Azure SDKs, OpenAI's
-.NET SDK) by ``session_records.py``. Bodies are kept as bytes: what was on the wire.
+.NET SDK) by ``session_records.py``, a list of nock definitions by ``nock.py``. Bodies are
+kept as bytes: what was on the wire.
 
 A cassette file may itself be gzip-compressed (LangChain keeps its cassettes as
 ``.yaml.gz``; its first serializer wrote the gzip data as base64 text): it is read as the YAML
@@ -51,6 +52,7 @@ from .detect import answered_api, detect_api
 from .encoded import GZIP_MAGIC, Oversized, decoded, decompress
 from .har import HAR_KEY, har_interactions
 from .httprr import HTTPRR_MAGIC, httprr_interactions
+from .nock import is_nock, nock_interactions
 from .paired import LAYOUT_KEYS, paired_interactions
 from .session_records import ENTRIES_KEY, session_interactions
 from .shapes import CassetteLoader, Problem, body_of, headers_of, status_of, unbase64
@@ -257,6 +259,16 @@ def _gunzipped(data: bytes, name: str) -> bytes:
 def _cassette(name: str, document: Any) -> Cassette:
     if isinstance(document, list) and document and all(_exchange(i) for i in document):
         document = {"interactions": document}  # php-vcr's and ExVCR's: the list alone
+    elif is_nock(document):
+        try:
+            document = {"interactions": nock_interactions(document)}
+        except Problem as exc:
+            raise TranscriptError(f"transcript {name}: {exc}") from None
+    if isinstance(document, list):
+        raise TranscriptError(
+            f"transcript {name}: a list, but not of interactions (each a request and its"
+            " response) nor of nock definitions (each a scope and a path)"
+        )
     if not isinstance(document, dict):
         raise TranscriptError(f"transcript {name}: not a YAML mapping")
     try:

@@ -28,6 +28,7 @@ __all__ = [
     "TooLarge",
     "describe",
     "load",
+    "load_all",
     "read_capped",
     "read_capped_bytes",
 ]
@@ -116,12 +117,51 @@ def load(
             return NOT_LOADED, [("", f"nested deeper than {max_depth} levels")]
         if node is None:
             return None, []
-        fatal, duplicates = _walk(node, max_depth, same_value_repeats)
-        if fatal:
-            return NOT_LOADED, fatal + duplicates
-        return parser.construct_document(node), duplicates
+        return _built(parser, node, max_depth, same_value_repeats)
     finally:
         parser.dispose()
+
+
+def load_all(
+    text: str,
+    loader: type[Any] = Loader,
+    *,
+    max_depth: int = MAX_DEPTH,
+    same_value_repeats: bool = False,
+) -> tuple[list[Any], list[Problem]]:
+    """Every document of a stream (``---`` between them), each checked as ``load`` checks
+    one; a problem's path starts with its document's index. The list is ``NOT_LOADED`` when
+    any document is refused before it is built."""
+    parser = loader(text)
+    documents: list[Any] = []
+    problems: list[Problem] = []
+    try:
+        while True:
+            try:
+                if not parser.check_node():
+                    return documents, problems
+                node = parser.get_node()
+            except RecursionError:
+                return NOT_LOADED, [
+                    (f"[{len(documents)}]", f"nested deeper than {max_depth} levels")
+                ]
+            document, found = _built(parser, node, max_depth, same_value_repeats)
+            problems += [(f"[{len(documents)}].{path}".rstrip("."), why) for path, why in found]
+            if document is NOT_LOADED:
+                return NOT_LOADED, problems
+            documents.append(document)
+    finally:
+        parser.dispose()
+
+
+def _built(
+    parser: Any, node: yaml.Node, max_depth: int, same_value_repeats: bool
+) -> tuple[Any, list[Problem]]:
+    """The document of ``node`` and its duplicate keys, or ``NOT_LOADED`` and why not."""
+    fatal, duplicates = _walk(node, max_depth, same_value_repeats)
+    if fatal:
+        return NOT_LOADED, fatal + duplicates
+    return parser.construct_document(node), duplicates
 
 
 def describe(exc: yaml.YAMLError) -> str:

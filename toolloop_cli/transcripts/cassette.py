@@ -7,16 +7,12 @@ Shape (``version: 1``)::
       response: {status: {code, message}, headers: {name: [value]}, body: {string: <str>}}
 
 The variants other recorders write (body, status and header shapes, older vcrpy formats)
-are read by ``shapes.py``; Ruby's VCR and Betamax keep the list under ``http_interactions``,
-php-vcr and Elixir's ExVCR write the list alone; an HTTP Archive (HAR) is read by ``har.py``,
-a Go httprr trace by ``httprr.py``, a test-proxy session record (the Azure SDKs, OpenAI's
-.NET SDK) by ``session_records.py``, a list of nock definitions by ``nock.py``. Bodies are
-kept as bytes: what was on the wire.
-
-A cassette file may itself be gzip-compressed (LangChain keeps its cassettes as
+are read by ``shapes.py``; the layouts of other recorders (Ruby's VCR, php-vcr, LangChain,
+HAR, test-proxy session records, nock, httpmock) are told apart by ``layouts.py``, and a Go
+httprr trace, which is no YAML or JSON, by ``httprr.py``. Bodies are kept as bytes: what was
+on the wire. A cassette file may itself be gzip-compressed (LangChain keeps its cassettes as
 ``.yaml.gz``; its first serializer wrote the gzip data as base64 text): it is read as the YAML
-it decompresses to. LangChain's layout, ``requests`` and ``responses`` paired by position, is
-read by ``paired.py``.
+it decompresses to.
 
 Every problem is a ``TranscriptError`` with one line naming the file, never a traceback. A
 cassette is untrusted input: files over ``MAX_CASSETTE_BYTES`` are refused unread (and so is
@@ -50,11 +46,8 @@ from toolloop_cli.tools import strict_yaml
 
 from .detect import answered_api, detect_api
 from .encoded import GZIP_MAGIC, Oversized, decoded, decompress
-from .har import HAR_KEY, har_interactions
 from .httprr import HTTPRR_MAGIC, httprr_interactions
-from .nock import is_nock, nock_interactions
-from .paired import LAYOUT_KEYS, paired_interactions
-from .session_records import ENTRIES_KEY, session_interactions
+from .layouts import recorded_exchanges, stream_exchanges
 from .shapes import CassetteLoader, Problem, body_of, headers_of, status_of, unbase64
 
 __all__ = [
@@ -194,6 +187,12 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
     try:
         # a key recorded twice with one value means one thing (vcrpy reads the last of any)
         document, problems = strict_yaml.load(text, CassetteLoader, same_value_repeats=True)
+    except yaml.composer.ComposerError as exc:
+        if "another document" not in str(exc.problem):
+            raise TranscriptError(
+                f"transcript {name}: not valid YAML{strict_yaml.describe(exc)}"
+            ) from exc
+        return _documents(name, text)
     except yaml.YAMLError as exc:
         raise TranscriptError(
             f"transcript {name}: not valid YAML{strict_yaml.describe(exc)}"
@@ -202,6 +201,23 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
         where, problem = problems[0]
         raise TranscriptError(f"transcript {name}: {where or '<document>'}: {problem}")
     return _cassette(name, document)
+
+
+def _documents(name: str, text: str) -> Cassette:
+    """A YAML stream of several documents: an httpmock recording, one exchange each."""
+    try:
+        documents, problems = strict_yaml.load_all(text, CassetteLoader, same_value_repeats=True)
+    except yaml.YAMLError as exc:
+        raise TranscriptError(
+            f"transcript {name}: not valid YAML{strict_yaml.describe(exc)}"
+        ) from exc
+    if problems:
+        where, problem = problems[0]
+        raise TranscriptError(f"transcript {name}: document {where}: {problem}")
+    try:
+        return _cassette(name, {"interactions": stream_exchanges(documents)})
+    except Problem as exc:
+        raise TranscriptError(f"transcript {name}: {exc}") from None
 
 
 def _as_json(text: str) -> dict[str, Any] | None:
@@ -217,9 +233,6 @@ def _as_json(text: str) -> dict[str, Any] | None:
         return None
     return value if isinstance(value, dict) else None
 
-
-#: the interactions list as Ruby's VCR (and Betamax) name it
-_RUBY_KEY = "http_interactions"
 
 #: how gzip data starts once written as base64 (``1f 8b 08``): LangChain's first ``.yaml.gz``
 #: serializer wrote the compressed cassette as base64 text
@@ -257,37 +270,10 @@ def _gunzipped(data: bytes, name: str) -> bytes:
 
 
 def _cassette(name: str, document: Any) -> Cassette:
-    if isinstance(document, list) and document and all(_exchange(i) for i in document):
-        document = {"interactions": document}  # php-vcr's and ExVCR's: the list alone
-    elif is_nock(document):
-        try:
-            document = {"interactions": nock_interactions(document)}
-        except Problem as exc:
-            raise TranscriptError(f"transcript {name}: {exc}") from None
-    if isinstance(document, list):
-        raise TranscriptError(
-            f"transcript {name}: a list, but not of interactions (each a request and its"
-            " response) nor of nock definitions (each a scope and a path)"
-        )
-    if not isinstance(document, dict):
-        raise TranscriptError(f"transcript {name}: not a YAML mapping")
     try:
-        raw = paired_interactions(document)
+        raw, metadata = recorded_exchanges(document)
     except Problem as exc:
         raise TranscriptError(f"transcript {name}: {exc}") from None
-    dropped: tuple[str, ...] = LAYOUT_KEYS if raw is not None else ()
-    if raw is None and "interactions" not in document and _RUBY_KEY in document:
-        raw, dropped = document[_RUBY_KEY], (_RUBY_KEY,)
-    for layout, key in ((har_interactions, HAR_KEY), (session_interactions, ENTRIES_KEY)):
-        if raw is None:
-            try:
-                raw = layout(document)
-            except Problem as exc:
-                raise TranscriptError(f"transcript {name}: {exc}") from None
-            dropped = (key,) if raw is not None else dropped
-    raw = document.get("interactions") if raw is None else raw
-    if not isinstance(raw, list):
-        raise TranscriptError(f"transcript {name}: no 'interactions' list")
     interactions: list[Interaction] = []
     for index, node in enumerate(raw):
         try:
@@ -302,14 +288,7 @@ def _cassette(name: str, document: Any) -> Cassette:
             ":streamGenerateContent and /interactions"
             f"{_blanked_note(interactions)}"
         )
-    metadata = {str(k): v for k, v in document.items() if k != "interactions" and k not in dropped}
     return Cassette(path=name, interactions=interactions, metadata=metadata)
-
-
-def _exchange(node: Any) -> bool:
-    """Whether ``node`` is an interaction as every VCR port writes one: a request and its
-    response."""
-    return isinstance(node, dict) and "request" in node and "response" in node
 
 
 def _blanked_note(interactions: list[Interaction]) -> str:

@@ -16,6 +16,7 @@ import pytest
 from support.providers import parse
 
 from toolloop_cli.engine.types import HttpResponse, TurnOutcome
+from toolloop_cli.errors import MalformedProviderPayload
 
 MESSAGE = {
     "type": "message",
@@ -113,3 +114,40 @@ def test_hosted_tools_the_server_ran_are_carried_forward_beside_a_final_message(
     turn = parse("openai", answer(web_search, MESSAGE))
     assert (turn.outcome, turn.text) == (TurnOutcome.FINAL_TEXT, "I'll check the files first.")
     assert turn.output_items[0] == web_search
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {
+            "type": "image_generation_call",
+            "id": "ig_1",
+            "status": "completed",
+            "result": "iVBORw0KGgo=",
+        },
+        {
+            "type": "mcp_call",
+            "id": "mcp_1",
+            "server_label": "deepwiki",
+            "name": "ask_question",
+            "arguments": "{}",
+            "output": "Paris",
+        },
+    ],
+)
+def test_an_answer_made_only_by_the_servers_tools_is_final_with_no_text(
+    item: dict[str, Any],
+) -> None:
+    """Was a malformed answer (FAILED): "completed response has neither output_text nor call
+    items", though the server had done what was asked (made the image) and asked nothing of
+    the client."""
+    turn = parse("openai", answer(item))
+    assert (turn.outcome, turn.text, turn.calls) == (TurnOutcome.FINAL_TEXT, "", ())
+    assert f"only what the server's tools made ({item['type']})" in (turn.detail or "")
+    assert turn.output_items[0] == item
+
+
+def test_an_answer_of_reasoning_alone_is_still_malformed() -> None:
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": []}
+    with pytest.raises(MalformedProviderPayload, match="neither output_text nor call items"):
+        parse("openai", answer(reasoning))

@@ -87,6 +87,8 @@ class _Scan:
     unfinished: list[str] = field(default_factory=list)
     #: types of the items that ask the client for an action toolloop does not take
     client_actions: list[str] = field(default_factory=list)
+    #: types of the items the server's own tools made (an image, a search, an MCP call)
+    hosted: list[str] = field(default_factory=list)
 
 
 #: output items the client must act on that are no registry tool's call (the hosted tools the
@@ -284,6 +286,15 @@ def _completed(scan: _Scan, common: dict[str, Any]) -> ModelTurn:
         return ModelTurn(
             outcome=TurnOutcome.FINAL_TEXT, finish_reason="completed", text=text, **common
         )
+    if scan.hosted:  # the answer is what the server's tools made (an image): no text
+        kinds = ", ".join(sorted(set(scan.hosted)))
+        return ModelTurn(
+            outcome=TurnOutcome.FINAL_TEXT,
+            finish_reason="completed",
+            text="",
+            detail=f"the answer holds only what the server's tools made ({kinds}), no text",
+            **common,
+        )
     _malformed("completed response has neither output_text nor call items")
 
 
@@ -321,9 +332,12 @@ def _scan(output: list[Any]) -> _Scan:
                 _message(index, item, scan)
             case kind if kind in _CLIENT_ACTIONS:
                 scan.client_actions.append(kind)
-            case _:
-                # reasoning and other items: carried forward verbatim, never text or calls
-                pass
+            case "reasoning" | "compaction":
+                pass  # carried forward verbatim, never text or calls
+            case kind:
+                # the server's own tools (web_search_call, image_generation_call, mcp_call…)
+                # and newer items: carried forward verbatim, never text or calls
+                scan.hosted.append(kind)
     return scan
 
 

@@ -11,13 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from support.cli import Invoke, json_out
-from support.paths import REGISTRY, ROOT
+from foreign import TRANSCRIPTS, recorded, refused, replayed, replays_as_recorded
+from support.cli import Invoke
 
 from toolloop_cli.transcripts.cassette import load_cassette
 
-TRANSCRIPTS = ROOT / "transcripts"
 PAGE = {
     "request": {"method": "GET", "url": "https://app.example.com/app.js", "headers": []},
     "response": {"status": 0, "headers": [], "content": {"size": 0, "mimeType": "x-unknown"}},
@@ -26,9 +24,9 @@ PAGE = {
 
 def har(name: str, *, base64_answers: bool = False) -> dict[str, Any]:
     """``transcripts/refund-NAME.yaml`` as a HAR, with a page's unanswered request first."""
-    recorded = yaml.safe_load((TRANSCRIPTS / f"refund-{name}.yaml").read_text())["interactions"]
+    exchanges = recorded(name)
     entries: list[dict[str, Any]] = [PAGE]
-    for i in recorded:
+    for i in exchanges:
         request, response = i["request"], i["response"]
         answer = response["body"]["string"]
         content: dict[str, Any] = {"size": len(answer), "mimeType": "application/json"}
@@ -59,14 +57,6 @@ def har(name: str, *, base64_answers: bool = False) -> dict[str, Any]:
     return {"log": {"version": "1.2", "creator": {"name": "Playwright"}, "entries": entries}}
 
 
-def replayed(cli: Invoke, path: Path) -> tuple[Any, ...]:
-    """The exit code, end state, divergences, turn count and calls of ``toolloop replay``."""
-    result = cli("replay", str(path), "--registry", str(REGISTRY), "--json")
-    out = json_out(result)
-    calls = [(c["name"], c["state"], c["arguments"], c["result"]) for c in out["calls"]]
-    return result.exit_code, out["state"], out["divergences"], len(out["turns"]), calls
-
-
 @pytest.mark.parametrize("base64_answers", [False, True])
 @pytest.mark.parametrize("name", ["openai", "anthropic-stream", "gemini-stream"])
 def test_a_har_replays_as_the_recording_does(
@@ -75,9 +65,7 @@ def test_a_har_replays_as_the_recording_does(
     """The answers are the text the client decoded (the ``br`` header names how they came)."""
     path = tmp_path / "session.har"
     path.write_text(json.dumps(har(name, base64_answers=base64_answers)))
-    expected = replayed(cli, TRANSCRIPTS / f"refund-{name}.yaml")
-    assert expected[2] == [] and expected[4], expected
-    assert replayed(cli, path) == expected
+    replays_as_recorded(cli, path, name)
 
 
 def _as_polly_chunks(entry: dict[str, Any]) -> None:
@@ -104,9 +92,7 @@ def test_a_polly_body_kept_as_a_list_of_base64_chunks_is_read_whole(
         _as_polly_chunks(entry)
     path = tmp_path / "recording.har"
     path.write_text(json.dumps(document))
-    expected = replayed(cli, TRANSCRIPTS / f"refund-{name}.yaml")
-    assert expected[2] == [] and expected[4], expected
-    assert replayed(cli, path) == expected
+    replays_as_recorded(cli, path, name)
 
 
 def test_an_emoji_escaped_as_a_surrogate_pair_is_read(cli: Invoke, tmp_path: Path) -> None:
@@ -169,8 +155,4 @@ def test_a_har_that_is_not_one_is_refused_naming_the_entry(
     change(document)
     path = tmp_path / "broken.har"
     path.write_text(json.dumps(document))
-    result = cli("replay", str(path), "--registry", str(REGISTRY))
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and problem in lines[0], result.stderr
-    assert "Traceback" not in result.output
+    refused(cli, path, problem)

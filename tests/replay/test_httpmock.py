@@ -11,10 +11,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import yaml
+from foreign import recorded, refused, replays_as_recorded
 from support.cli import Invoke, json_out
-from support.paths import REGISTRY, ROOT
-
-TRANSCRIPTS = ROOT / "transcripts"
+from support.paths import REGISTRY
 
 
 def _named(pairs: dict[str, Any]) -> list[dict[str, Any]]:
@@ -23,9 +22,9 @@ def _named(pairs: dict[str, Any]) -> list[dict[str, Any]]:
 
 def httpmock(name: str, *, base64_answers: bool = False) -> list[dict[str, Any]]:
     """``transcripts/refund-NAME.yaml`` as httpmock documents."""
-    recorded = yaml.safe_load((TRANSCRIPTS / f"refund-{name}.yaml").read_text())["interactions"]
+    exchanges = recorded(name)
     documents = []
-    for i in recorded:
+    for i in exchanges:
         request, response = i["request"], i["response"]
         uri = urlsplit(request["uri"])
         answer = response["body"]["string"]
@@ -52,14 +51,6 @@ def written(path: Path, documents: list[dict[str, Any]]) -> Path:
     return path
 
 
-def replayed(cli: Invoke, path: Path) -> tuple[Any, ...]:
-    """The exit code, end state, divergences, turn count and calls of ``toolloop replay``."""
-    result = cli("replay", str(path), "--registry", str(REGISTRY), "--json")
-    out = json_out(result)
-    calls = [(c["name"], c["state"], c["arguments"], c["result"]) for c in out["calls"]]
-    return result.exit_code, out["state"], out["divergences"], len(out["turns"]), calls
-
-
 @pytest.mark.parametrize(
     ("name", "base64_answers"),
     [("anthropic", False), ("openai-stream", False), ("gemini-generate-stream", True)],
@@ -69,9 +60,7 @@ def test_an_httpmock_recording_replays_as_the_recording_does(
 ) -> None:
     """Was "not valid YAML … but found another document"."""
     path = written(tmp_path / "multi_step.yaml", httpmock(name, base64_answers=base64_answers))
-    expected = replayed(cli, TRANSCRIPTS / f"refund-{name}.yaml")
-    assert expected[2] == [] and expected[4], expected
-    assert replayed(cli, path) == expected
+    replays_as_recorded(cli, path, name)
 
 
 def test_an_httpmock_recording_of_one_exchange_and_an_unquoted_date_header_is_read(
@@ -122,10 +111,7 @@ def test_an_httpmock_recording_that_is_not_one_is_refused_naming_the_document(
     documents = httpmock("anthropic")
     change(documents)
     path = written(tmp_path / "broken.yaml", documents)
-    result = cli("replay", str(path), "--registry", str(REGISTRY))
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and problem in lines[0], result.stderr
+    refused(cli, path, problem)
 
 
 def test_a_key_repeated_in_a_later_document_is_refused_naming_that_document(

@@ -8,11 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from support.cli import Invoke, json_out
-from support.paths import REGISTRY, ROOT
-
-TRANSCRIPTS = ROOT / "transcripts"
+from foreign import recorded, refused, replays_as_recorded
+from support.cli import Invoke
 
 
 def _chunked(body: bytes) -> bytes:
@@ -49,21 +46,13 @@ def _request(request: dict[str, Any]) -> bytes:
 
 def httprr(name: str, framing: str) -> bytes:
     """``transcripts/refund-NAME.yaml`` as an httprr trace."""
-    recorded = yaml.safe_load((TRANSCRIPTS / f"refund-{name}.yaml").read_text())["interactions"]
+    exchanges = recorded(name)
     trace = b"httprr trace v1\n"
-    for interaction in recorded:
+    for interaction in exchanges:
         request = _request(interaction["request"])
         response = _response(interaction["response"], framing)
         trace += b"%d %d\n" % (len(request), len(response)) + request + response
     return trace
-
-
-def replayed(cli: Invoke, path: Path) -> tuple[Any, ...]:
-    """The exit code, end state, divergences, turn count and calls of ``toolloop replay``."""
-    result = cli("replay", str(path), "--registry", str(REGISTRY), "--json")
-    out = json_out(result)
-    calls = [(c["name"], c["state"], c["arguments"], c["result"]) for c in out["calls"]]
-    return result.exit_code, out["state"], out["divergences"], len(out["turns"]), calls
 
 
 @pytest.mark.parametrize(
@@ -82,9 +71,7 @@ def test_an_httprr_trace_replays_as_the_recording_does(
     """Was "not valid YAML at line 4, column 5" for every trace."""
     path = tmp_path / "TestRefund.httprr"
     path.write_bytes(httprr(name, framing))
-    expected = replayed(cli, TRANSCRIPTS / f"refund-{name}.yaml")
-    assert expected[2] == [] and expected[4], expected
-    assert replayed(cli, path) == expected
+    replays_as_recorded(cli, path, name)
 
 
 def _cut(data: bytes) -> bytes:
@@ -125,8 +112,4 @@ def test_a_trace_that_does_not_parse_is_refused_naming_the_record(
 ) -> None:
     path = tmp_path / "broken.httprr"
     path.write_bytes(change(httprr("anthropic", "chunked")))
-    result = cli("replay", str(path), "--registry", str(REGISTRY))
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and problem in lines[0], result.stderr
-    assert "Traceback" not in result.output
+    refused(cli, path, problem)

@@ -11,11 +11,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-import yaml
-from support.cli import Invoke, json_out
-from support.paths import REGISTRY, ROOT
-
-TRANSCRIPTS = ROOT / "transcripts"
+from foreign import recorded, refused, replays_as_recorded
+from support.cli import Invoke
 
 
 def _response(body: str, headers: list[str], keep: str) -> dict[str, Any]:
@@ -38,9 +35,9 @@ def _response(body: str, headers: list[str], keep: str) -> dict[str, Any]:
 
 def nock(name: str, keep: str) -> list[dict[str, Any]]:
     """``transcripts/refund-NAME.yaml`` as nock definitions."""
-    recorded = yaml.safe_load((TRANSCRIPTS / f"refund-{name}.yaml").read_text())["interactions"]
+    exchanges = recorded(name)
     definitions = []
-    for i in recorded:
+    for i in exchanges:
         request, response = i["request"], i["response"]
         uri = urlsplit(request["uri"])
         headers = [h for k, v in (response.get("headers") or {}).items() for h in (k, v[0])]
@@ -55,14 +52,6 @@ def nock(name: str, keep: str) -> list[dict[str, Any]]:
             }
         )
     return definitions
-
-
-def replayed(cli: Invoke, path: Path) -> tuple[Any, ...]:
-    """The exit code, end state, divergences, turn count and calls of ``toolloop replay``."""
-    result = cli("replay", str(path), "--registry", str(REGISTRY), "--json")
-    out = json_out(result)
-    calls = [(c["name"], c["state"], c["arguments"], c["result"]) for c in out["calls"]]
-    return result.exit_code, out["state"], out["divergences"], len(out["turns"]), calls
 
 
 @pytest.mark.parametrize(
@@ -80,9 +69,7 @@ def test_a_nock_recording_replays_as_the_recording_does(
     """Was "not a YAML mapping": a list, but not of VCR interactions."""
     path = tmp_path / "refund.json"
     path.write_text(json.dumps(nock(name, keep)))
-    expected = replayed(cli, TRANSCRIPTS / f"refund-{name}.yaml")
-    assert expected[2] == [] and expected[4], expected
-    assert replayed(cli, path) == expected
+    replays_as_recorded(cli, path, name)
 
 
 @pytest.mark.parametrize(
@@ -103,7 +90,4 @@ def test_a_nock_recording_that_is_not_one_is_refused_naming_the_definition(
     change(document)
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(document))
-    result = cli("replay", str(path), "--registry", str(REGISTRY))
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and problem in lines[0], result.stderr
+    refused(cli, path, problem)

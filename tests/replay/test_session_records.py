@@ -8,11 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from support.cli import Invoke, json_out
-from support.paths import REGISTRY, ROOT
-
-TRANSCRIPTS = ROOT / "transcripts"
+from foreign import recorded, refused, replays_as_recorded
+from support.cli import Invoke
 
 
 def _kept(body: str) -> Any:
@@ -25,9 +22,9 @@ def _kept(body: str) -> Any:
 
 def session_record(name: str) -> dict[str, Any]:
     """``transcripts/refund-NAME.yaml`` as a session record."""
-    recorded = yaml.safe_load((TRANSCRIPTS / f"refund-{name}.yaml").read_text())["interactions"]
+    exchanges = recorded(name)
     entries = []
-    for i in recorded:
+    for i in exchanges:
         request, response = i["request"], i["response"]
         headers = {k: v[0] for k, v in (response.get("headers") or {}).items()}
         entries.append(
@@ -44,14 +41,6 @@ def session_record(name: str) -> dict[str, Any]:
     return {"Entries": entries, "Variables": {}}
 
 
-def replayed(cli: Invoke, path: Path) -> tuple[Any, ...]:
-    """The exit code, end state, divergences, turn count and calls of ``toolloop replay``."""
-    result = cli("replay", str(path), "--registry", str(REGISTRY), "--json")
-    out = json_out(result)
-    calls = [(c["name"], c["state"], c["arguments"], c["result"]) for c in out["calls"]]
-    return result.exit_code, out["state"], out["divergences"], len(out["turns"]), calls
-
-
 @pytest.mark.parametrize("name", ["openai", "openai-stream", "anthropic-stream", "gemini"])
 def test_a_session_record_replays_as_the_recording_does(
     cli: Invoke, tmp_path: Path, name: str
@@ -63,9 +52,7 @@ def test_a_session_record_replays_as_the_recording_does(
     path = tmp_path / "ResponsesTests" / "RefundWithTools.json"
     path.parent.mkdir()
     path.write_text(json.dumps(document))
-    expected = replayed(cli, TRANSCRIPTS / f"refund-{name}.yaml")
-    assert expected[2] == [] and expected[4], expected
-    assert replayed(cli, path) == expected
+    replays_as_recorded(cli, path, name)
 
 
 @pytest.mark.parametrize(
@@ -95,8 +82,4 @@ def test_a_session_record_that_is_not_one_is_refused_naming_the_entry(
     change(document)
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(document))
-    result = cli("replay", str(path), "--registry", str(REGISTRY))
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and problem in lines[0], result.stderr
-    assert "Traceback" not in result.output
+    refused(cli, path, problem)

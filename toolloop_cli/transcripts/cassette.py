@@ -189,18 +189,18 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
         document, problems = strict_yaml.load(text, CassetteLoader, same_value_repeats=True)
     except yaml.composer.ComposerError as exc:
         if "another document" not in str(exc.problem):
-            raise TranscriptError(
-                f"transcript {name}: not valid YAML{strict_yaml.describe(exc)}"
-            ) from exc
+            raise _not_yaml(name, exc) from exc
         return _documents(name, text)
     except yaml.YAMLError as exc:
-        raise TranscriptError(
-            f"transcript {name}: not valid YAML{strict_yaml.describe(exc)}"
-        ) from exc
+        raise _not_yaml(name, exc) from exc
     if problems:
         where, problem = problems[0]
         raise TranscriptError(f"transcript {name}: {where or '<document>'}: {problem}")
     return _cassette(name, document)
+
+
+def _not_yaml(name: str, exc: yaml.YAMLError) -> TranscriptError:
+    return TranscriptError(f"transcript {name}: not valid YAML{strict_yaml.describe(exc)}")
 
 
 def _documents(name: str, text: str) -> Cassette:
@@ -208,9 +208,7 @@ def _documents(name: str, text: str) -> Cassette:
     try:
         documents, problems = strict_yaml.load_all(text, CassetteLoader, same_value_repeats=True)
     except yaml.YAMLError as exc:
-        raise TranscriptError(
-            f"transcript {name}: not valid YAML{strict_yaml.describe(exc)}"
-        ) from exc
+        raise _not_yaml(name, exc) from exc
     if problems:
         where, problem = problems[0]
         raise TranscriptError(f"transcript {name}: document {where}: {problem}")

@@ -21,7 +21,7 @@ import datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from .shapes import Problem, unbase64
+from .shapes import Exchange, Problem, unbase64
 
 __all__ = ["is_httpmock", "httpmock_interactions"]
 
@@ -46,21 +46,16 @@ def httpmock_interactions(documents: list[dict[str, Any]]) -> list[dict[str, Any
             raise Problem(f"{where}: 'when' has no 'path' and 'method' text")
         query = _pairs(when.get("query_param"), f"{where} query_param")
         uri = path + (f"?{urlencode(query)}" if query else "")
-        interactions.append(
-            {
-                "request": {
-                    "method": method,
-                    "uri": uri,
-                    "headers": _headers(when.get("header"), f"{where} 'when' header"),
-                    "body": _text(when.get("body"), f"{where} 'when' body"),
-                },
-                "response": {
-                    "status": then.get("status"),
-                    "headers": _headers(then.get("header"), f"{where} 'then' header"),
-                    "body": {"string": _answer(then, where)},
-                },
-            }
+        exchange = Exchange(
+            method,
+            uri,
+            _headers(when.get("header"), f"{where} 'when' header"),
+            _text(when.get("body"), f"{where} 'when' body"),
+            then.get("status"),
+            _headers(then.get("header"), f"{where} 'then' header"),
+            _answer(then, where),
         )
+        interactions.append(exchange.interaction())
     return interactions
 
 

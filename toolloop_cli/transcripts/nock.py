@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .shapes import Problem
+from .shapes import Exchange, Problem
 
 __all__ = ["is_nock", "nock_interactions"]
 
@@ -41,23 +41,17 @@ def nock_interactions(definitions: list[dict[str, Any]]) -> list[dict[str, Any]]
         method = definition.get("method", "GET")
         if not all(isinstance(v, str) for v in (scope, path, method)):
             raise Problem(f"{where}: 'scope', 'path' and 'method' are not text")
-        interactions.append(
-            {
-                "request": {
-                    "method": method,
-                    "uri": scope.rstrip("/") + path,
-                    "headers": _headers(definition.get("reqheaders"), f"{where} 'reqheaders'"),
-                    "body": _request_body(definition.get("body")),
-                },
-                "response": {
-                    "status": definition.get("status", 200),
-                    "headers": _headers(
-                        definition.get("rawHeaders", definition.get("headers")), f"{where} headers"
-                    ),
-                    "body": {"string": _answer(definition, where)},
-                },
-            }
+        headers = definition.get("rawHeaders", definition.get("headers"))
+        exchange = Exchange(
+            method,
+            scope.rstrip("/") + path,
+            _headers(definition.get("reqheaders"), f"{where} 'reqheaders'"),
+            _request_body(definition.get("body")),
+            definition.get("status", 200),
+            _headers(headers, f"{where} headers"),
+            _answer(definition, where),
         )
+        interactions.append(exchange.interaction())
     return interactions
 
 

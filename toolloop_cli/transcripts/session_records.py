@@ -19,7 +19,7 @@ import binascii
 import json
 from typing import Any
 
-from .shapes import Problem, unbase64
+from .shapes import Exchange, Problem, unbase64
 
 __all__ = ["ENTRIES_KEY", "session_interactions"]
 
@@ -44,21 +44,16 @@ def session_interactions(document: dict[Any, Any]) -> list[dict[str, Any]] | Non
         uri, method = entry.get("RequestUri"), entry.get("RequestMethod")
         if not isinstance(uri, str) or not isinstance(method, str):
             raise Problem(f"{where} has no 'RequestUri' and 'RequestMethod' strings")
-        interactions.append(
-            {
-                "request": {
-                    "method": method,
-                    "uri": uri,
-                    "headers": _headers(entry.get("RequestHeaders"), f"{where}.RequestHeaders"),
-                    "body": _body(entry.get("RequestBody"), f"{where}.RequestBody"),
-                },
-                "response": {
-                    "status": entry.get("StatusCode"),
-                    "headers": _headers(entry.get("ResponseHeaders"), f"{where}.ResponseHeaders"),
-                    "body": {"string": _body(entry.get("ResponseBody"), f"{where}.ResponseBody")},
-                },
-            }
+        exchange = Exchange(
+            method,
+            uri,
+            _headers(entry.get("RequestHeaders"), f"{where}.RequestHeaders"),
+            _body(entry.get("RequestBody"), f"{where}.RequestBody"),
+            entry.get("StatusCode"),
+            _headers(entry.get("ResponseHeaders"), f"{where}.ResponseHeaders"),
+            _body(entry.get("ResponseBody"), f"{where}.ResponseBody"),
         )
+        interactions.append(exchange.interaction())
     return interactions
 
 

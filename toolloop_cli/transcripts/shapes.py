@@ -26,13 +26,22 @@ import base64
 import binascii
 import datetime as dt
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from toolloop_cli.tools import strict_yaml
 
-__all__ = ["CassetteLoader", "Problem", "body_of", "headers_of", "status_of", "unbase64"]
+__all__ = [
+    "CassetteLoader",
+    "Exchange",
+    "Problem",
+    "body_of",
+    "headers_of",
+    "status_of",
+    "unbase64",
+]
 
 #: ``{type, content}`` bodies (pydantic-ai's newer cassettes) with these types.
 _TYPED = frozenset({"json", "text"})
@@ -47,6 +56,35 @@ _ISTR_TAGS = tuple(
 
 class Problem(ValueError):
     """One problem inside an interaction; becomes a ``TranscriptError`` with the file name."""
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One request and its answer as another recorder keeps them, on their way to vcrpy's
+    interaction shape (``interaction``), which ``cassette`` then reads like any other."""
+
+    method: str
+    uri: str
+    request_headers: dict[str, list[str]]
+    request_body: str | bytes | None
+    status: Any
+    response_headers: dict[str, list[str]]
+    response_body: str | bytes | None
+
+    def interaction(self) -> dict[str, Any]:
+        return {
+            "request": {
+                "method": self.method,
+                "uri": self.uri,
+                "headers": self.request_headers,
+                "body": self.request_body,
+            },
+            "response": {
+                "status": self.status,
+                "headers": self.response_headers,
+                "body": {"string": self.response_body},
+            },
+        }
 
 
 class CassetteLoader(strict_yaml.Loader):

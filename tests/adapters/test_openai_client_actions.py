@@ -151,3 +151,21 @@ def test_an_answer_of_reasoning_alone_is_still_malformed() -> None:
     reasoning = {"type": "reasoning", "id": "rs_1", "summary": []}
     with pytest.raises(MalformedProviderPayload, match="neither output_text nor call items"):
         parse("openai", answer(reasoning))
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("incomplete_details", {"reason": "max_output_tokens"}),
+        ("error", {"code": "server_error", "message": "The model failed"}),
+    ],
+)
+def test_a_completed_answer_that_also_says_it_is_cut_or_failed_runs_nothing(
+    key: str, value: dict[str, Any]
+) -> None:
+    """The function call ran: only ``status`` was read."""
+    body = json.loads(answer(FUNCTION_CALL).body)
+    body[key] = value
+    response = HttpResponse(200, {"content-type": "application/json"}, json.dumps(body).encode())
+    with pytest.raises(MalformedProviderPayload, match=f"non-null '{key}' contradicts itself"):
+        parse("openai", response)

@@ -174,7 +174,25 @@ def done_events_dropped(events: Events) -> Events:
     ]
 
 
+def ended_incomplete(events: Events) -> Events:
+    """The terminal event says the answer was cut short; its response says completed (the
+    call ran: the event was not read)."""
+    for event in events:
+        if event["type"] == "response.completed":
+            event["type"] = "response.incomplete"
+    return events
+
+
+def ended_failed(events: Events) -> Events:
+    for event in events:
+        if event["type"] == "response.completed":
+            event["type"] = "response.failed"
+    return events
+
+
 MUTATIONS: list[Mutation] = [
+    ended_incomplete,
+    ended_failed,
     snapshot_arguments_changed,
     snapshot_call_id_changed,
     snapshot_name_changed,

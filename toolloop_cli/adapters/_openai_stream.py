@@ -44,6 +44,8 @@ __all__ = ["OpenAIStream"]
 
 _PROVIDER = "openai"
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+#: the status a terminal event that is no completion states for its response
+_ENDED_BY = {"response.incomplete": "incomplete", "response.failed": "failed"}
 #: Text-like deltas: counted against the fragment cap, assembled by ``output_item.done``.
 _TEXT_DELTAS = frozenset(
     {
@@ -204,7 +206,18 @@ class OpenAIStream:
             raise _contradiction(index, f"{where} states other arguments than the streamed pieces")
 
     def _terminal(self, kind: str, response: Any) -> ModelTurn:
-        """Parse the terminal response once its output agrees with what the stream said."""
+        """Parse the terminal response once its output agrees with what the stream said.
+
+        ``response.incomplete`` and ``response.failed`` end a stream that did not complete:
+        a response in them that says ``completed`` contradicts the event, and nothing of it
+        may run on the strength of its status."""
+        ended = _ENDED_BY.get(kind)
+        status = response.get("status") if isinstance(response, dict) else None
+        if ended is not None and status != ended:
+            raise _malformed(
+                f"{kind} carries a response whose status is {status!r}; the stream"
+                " contradicts itself"
+            )
         output = response.get("output") if isinstance(response, dict) else None
         if isinstance(response, dict) and (output is None or isinstance(output, list)):
             response = {**response, "output": self._reconcile(output or [])}

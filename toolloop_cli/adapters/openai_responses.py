@@ -221,6 +221,9 @@ def _parse_body(data: Any) -> ModelTurn:
     }
     match status:
         case "completed":
+            for key in ("error", "incomplete_details"):
+                if data.get(key) is not None:  # what it says against its status runs nothing
+                    _malformed(f"a completed response with a non-null {key!r} contradicts itself")
             return _completed(scan, common)
         case "incomplete":
             return _incomplete(data.get("incomplete_details"), common)

@@ -2,7 +2,8 @@
 
 A streamed 2xx answer goes through the provider's stream handler; any other answer is read
 under the body cap; a non-2xx status is an API_FAILURE classified by the provider's error
-table (never raised); a 2xx body is handed to the provider's parser.
+table (never raised); a 2xx body that is an error envelope is classified like an error event
+in a stream; any other 2xx body is handed to the provider's parser.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from toolloop_cli.engine.types import MAX_BODY_BYTES, HttpResponse, ModelTurn, TurnOutcome, Usage
 from toolloop_cli.errors import MalformedProviderPayload
 
-from ._errors import ErrorTable, classify_http_error, http_detail
+from ._errors import ErrorTable, classify_http_error, classify_stream_error, http_detail
 from ._json import load_json_body
 from ._stream import StreamHandler, is_event_stream, read_capped, run_stream
 
@@ -49,7 +50,32 @@ def parse_answer(
             error=error,
             detail=http_detail(error, request_id),
         )
-    return parse(load_json_body(body, provider))
+    data = load_json_body(body, provider)
+    if _error_envelope(data):
+        error = classify_stream_error(table, data["error"])
+        return ModelTurn(
+            outcome=TurnOutcome.API_FAILURE,
+            finish_reason="error",
+            error=error,
+            detail=f"an error answer under HTTP {response.status}: "
+            f"{error.code or error.type or 'no code'}",
+        )
+    return parse(data)
+
+
+#: keys only an answer has (an error envelope has none of them)
+_ANSWER_KEYS = frozenset({"id", "output", "outputs", "candidates", "content", "status"})
+
+
+def _error_envelope(data: Any) -> bool:
+    """Whether a 2xx body is an error, as the provider writes one under a 4xx or 5xx
+    (``{"type": "error", "error": {...}}``, ``{"error": {...}}``): a proxy or gateway may
+    pass it on with 200. It is judged by its kind, as an error event in a stream is."""
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("error"), dict)
+        and not (data.keys() & _ANSWER_KEYS)
+    )
 
 
 #: Largest token count accepted: beyond 2**53 - 1 a JSON number has no interoperable integer.

@@ -72,3 +72,35 @@ def test_what_real_streams_send_after_the_end_changes_nothing(option: str) -> No
     assert plain.outcome is TurnOutcome.TOOL_PROPOSALS
     assert calls_of(trailed) == calls_of(plain)
     assert (trailed.outcome, trailed.finish_reason) == (plain.outcome, plain.finish_reason)
+
+
+@pytest.mark.parametrize(
+    ("option", "error", "kind"),
+    [
+        (
+            "anthropic",
+            b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
+            b'"message":"Overloaded"}}',
+            "overloaded_error",
+        ),
+        (
+            "openai",
+            b'event: error\ndata: {"type":"error","error":{"type":"server_error",'
+            b'"code":"server_error","message":"bad"}}',
+            "server_error",
+        ),
+    ],
+)
+def test_an_error_event_is_the_answer_whatever_follows_it(
+    option: str, error: bytes, kind: str
+) -> None:
+    """The events after an error event were judged as out of order: the reason spoke of a
+    ``message_stop`` never sent, and the provider's retryable error became a malformed one."""
+    recorded = answers(transcript(option, stream=True))[0]
+    frames = recorded.body.split(b"\n\n")
+    body = b"\n\n".join([*frames[:3], error, *frames[3:]])
+    turn = parse(option, HttpResponse(200, recorded.headers, body=body))
+    assert turn.outcome is TurnOutcome.API_FAILURE
+    assert turn.error is not None
+    assert (turn.error.type, turn.error.retryable) == (kind, True)
+    assert not turn.calls

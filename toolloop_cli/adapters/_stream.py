@@ -13,7 +13,8 @@ Three layers, each small enough to test on its own:
 - ``run_stream`` drives one provider ``StreamHandler`` over an answer: each JSON event goes to
   ``handle`` until one returns the turn (a terminal or error event); whatever follows is read
   within the cap and its events go to ``after_end``, so a handler can refuse a stream that
-  goes on after saying it ended (events out of order); a stream that ends first,
+  goes on after saying it ended (events out of order), except after an ``error`` event,
+  whose error is the answer whatever follows it; a stream that ends first,
   or whose connection drops, is ``handler.cut(...)`` (a TRUNCATED turn: nothing runs). The raw
   bytes it consumed are left in ``response.body`` so the store keeps exactly what arrived (over
   the byte cap, only the first ``max_bytes``). A ``DeadlineExceeded`` from the transport is not
@@ -417,8 +418,10 @@ def run_stream(
             for name, data in reader.events():
                 turn = handler.handle(name, data)
                 if turn is not None:
+                    failed = _error_event(turn)  # after an error, what follows is not judged
                     for after in reader.drain():
-                        handler.after_end(*after)
+                        if not failed:
+                            handler.after_end(*after)
                     return turn
         except FragmentCapExceeded as exc:
             return handler.cut(
@@ -434,6 +437,12 @@ def run_stream(
         return handler.cut("stream_incomplete", "the event stream ended before its terminal event")
     finally:
         reader.close()
+
+
+def _error_event(turn: ModelTurn) -> bool:
+    """Whether ``turn`` is the failure an ``error`` event ended the stream with: what follows
+    it is not read (the provider's error, retryable or not, is the answer)."""
+    return turn.outcome is TurnOutcome.API_FAILURE and turn.finish_reason == "error"
 
 
 def dumps_arguments(value: JSONObject) -> str:

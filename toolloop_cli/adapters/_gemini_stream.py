@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,7 +31,13 @@ from ._errors import GEMINI, classify_stream_error
 from ._json import parse_arguments
 from ._stream import EventSink, Fragments, dumps_arguments, truncated
 
-__all__ = ["SYNTHETIC_PREFIX", "GenerateStream", "InteractionsStream", "synthetic_call_id"]
+__all__ = [
+    "SYNTHETIC_PREFIX",
+    "GenerateStream",
+    "InteractionsStream",
+    "is_synthetic_call_id",
+    "synthetic_call_id",
+]
 
 _PROVIDER = "gemini"
 SYNTHETIC_PREFIX = "gcall_"
@@ -45,6 +52,15 @@ def synthetic_call_id(response_id: str | None, ordinal: int, call: JSONObject) -
         separators=(",", ":"),
     )
     return f"{SYNTHETIC_PREFIX}{hashlib.sha256(seed.encode()).hexdigest()[:16]}_{ordinal}"
+
+
+#: exactly what ``synthetic_call_id`` makes: a provider's id that only starts like one is its own
+_SYNTHETIC = re.compile(rf"{SYNTHETIC_PREFIX}[0-9a-f]{{16}}_[0-9]+")
+
+
+def is_synthetic_call_id(call_id: str) -> bool:
+    """Whether ``call_id`` was made by ``synthetic_call_id`` (no id came with the call)."""
+    return _SYNTHETIC.fullmatch(call_id) is not None
 
 
 def _says_something(part: Any) -> bool:

@@ -59,7 +59,12 @@ from ._answer import parse_answer, usage_from
 from ._declare import declarations
 from ._errors import GEMINI
 from ._gemini_readers import GenerateReader
-from ._gemini_stream import SYNTHETIC_PREFIX, GenerateStream, synthetic_call_id
+from ._gemini_stream import (
+    SYNTHETIC_PREFIX,
+    GenerateStream,
+    is_synthetic_call_id,
+    synthetic_call_id,
+)
 from ._json import parse_arguments
 from ._stream import EventSink, FragmentCapExceeded, dumps_arguments, no_events
 from .providers import default_base_url
@@ -150,7 +155,7 @@ class GeminiGenerateAdapter(GenerateReader):
         parts: list[JSONObject] = []
         for r in results:
             response: JSONObject = {"name": r.name, "response": r.content}
-            if not r.call_id.startswith(SYNTHETIC_PREFIX):
+            if not is_synthetic_call_id(r.call_id):
                 response["id"] = r.call_id
             parts.append({"functionResponse": response})
         return [{"role": "user", "parts": parts}]

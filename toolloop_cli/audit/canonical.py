@@ -33,6 +33,7 @@ __all__ = [
     "fast_sha256_of",
     "sha256_hex",
     "sha256_of",
+    "uncanonical_path",
 ]
 
 
@@ -114,3 +115,23 @@ def fast_canonical_bytes(value: Any) -> bytes:
 def fast_sha256_of(value: Any) -> str:
     """``sha256_of(value)`` through ``fast_canonical_bytes``."""
     return sha256_hex(fast_canonical_bytes(value))
+
+
+def uncanonical_path(value: Any) -> str | None:
+    """Where in ``value`` the first part with no canonical form is (``[1].input.amount``),
+    for a message; None when every leaf has one (then the whole is too deep). Iterative, so
+    nesting that defeats the serialiser does not defeat this."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            children = [(f"{path}.{key}" if path else str(key), v) for key, v in node.items()]
+            stack.extend(reversed(children))
+        elif isinstance(node, list | tuple):
+            stack.extend(reversed([(f"{path}[{i}]", v) for i, v in enumerate(node)]))
+        else:
+            try:
+                canonical_bytes(node)
+            except CanonicalJSONError:
+                return path or "the value"
+    return None

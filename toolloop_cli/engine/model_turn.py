@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from toolloop_cli.audit.canonical import CanonicalJSONError, fast_canonical_bytes, sha256_hex
+from toolloop_cli.audit.canonical import (
+    CanonicalJSONError,
+    fast_canonical_bytes,
+    sha256_hex,
+    uncanonical_path,
+)
 from toolloop_cli.errors import (
     AdapterError,
     DeadlineExceeded,
@@ -124,7 +129,12 @@ def _exchange(deps: Deps, request: HttpRequest) -> tuple[ModelTurn, bytes]:
     try:  # stored content-addressed: an item without a canonical form (1e999999) cannot be
         fast_canonical_bytes(list(turn.output_items))
     except CanonicalJSONError as exc:
-        return _failure(response.status, "malformed_payload", str(exc), False), _body(response)
+        where = uncanonical_path(list(turn.output_items)) or "an item nested too deep"
+        message = (
+            f"{deps.adapter.provider}: the answer cannot be kept and audited as it came: "
+            f"output item {where} {str(exc).removeprefix('value ')}; nothing of it runs"
+        )
+        return _failure(response.status, "malformed_payload", message, False), _body(response)
     return turn, _body(response)
 
 

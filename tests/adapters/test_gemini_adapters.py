@@ -197,7 +197,9 @@ def test_function_calls_without_ids_get_synthetic_ones_never_sent_back() -> None
     ]}  # fmt: skip
 
 
-@pytest.mark.parametrize("given", ["gcall_fake_0", "gcall_", "gcall_0123456789abcdef_x"])
+@pytest.mark.parametrize(
+    "given", ["gcall_fake_0", "gcall_", "gcall_0123456789abcdef_x", "gcall_0123456789abcdef_0_x"]
+)
 def test_a_provider_id_that_only_starts_like_a_synthetic_one_is_sent_back(given: str) -> None:
     """Any id starting ``gcall_`` was taken for one toolloop made, and left out of the
     ``functionResponse``: the provider's own pairing was dropped."""

@@ -54,8 +54,9 @@ def synthetic_call_id(response_id: str | None, ordinal: int, call: JSONObject) -
     return f"{SYNTHETIC_PREFIX}{hashlib.sha256(seed.encode()).hexdigest()[:16]}_{ordinal}"
 
 
-#: exactly what ``synthetic_call_id`` makes: a provider's id that only starts like one is its own
-_SYNTHETIC = re.compile(rf"{SYNTHETIC_PREFIX}[0-9a-f]{{16}}_[0-9]+")
+#: exactly what ``synthetic_call_id`` makes (the engine may add ``_t<turn>`` to keep it apart
+#: from an earlier turn's): a provider's id that only starts like one is its own
+_SYNTHETIC = re.compile(rf"{SYNTHETIC_PREFIX}[0-9a-f]{{16}}_[0-9]+(?:_t[0-9]+)?")
 
 
 def is_synthetic_call_id(call_id: str) -> bool:

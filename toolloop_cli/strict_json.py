@@ -20,7 +20,9 @@ from typing import Any
 __all__ = [
     "MAX_ARGUMENT_BYTES",
     "MAX_DEPTH",
+    "DuplicateKeyError",
     "StrictJSONError",
+    "TooDeepError",
     "deeper_than",
     "parse_arguments",
     "strict_loads",
@@ -52,6 +54,14 @@ class StrictJSONError(ValueError):
     """A JSON text that is well-formed but not acceptable here."""
 
 
+class DuplicateKeyError(StrictJSONError):
+    """An object names a key twice (readers disagree on which value holds)."""
+
+
+class TooDeepError(StrictJSONError):
+    """Objects and arrays nested deeper than ``MAX_DEPTH``."""
+
+
 def _no_constants(name: str) -> Any:
     raise StrictJSONError(f"non-finite number {name} is not JSON")
 
@@ -60,7 +70,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise StrictJSONError(f"duplicate key {key!r}")
+            raise DuplicateKeyError(f"duplicate key {key!r}")
         result[key] = value
     return result
 
@@ -68,7 +78,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _check(value: Any, depth: int = 0) -> None:
     """Refuse nesting deeper than ``MAX_DEPTH`` and strings without a UTF-8 form."""
     if depth > MAX_DEPTH:
-        raise StrictJSONError(f"nesting deeper than {MAX_DEPTH} levels")
+        raise TooDeepError(f"nesting deeper than {MAX_DEPTH} levels")
     if isinstance(value, str):
         _encodable(value)
     elif isinstance(value, dict):

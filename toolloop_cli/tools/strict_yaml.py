@@ -161,7 +161,10 @@ def _built(
     fatal, duplicates = _walk(node, max_depth, same_value_repeats)
     if fatal:
         return NOT_LOADED, fatal + duplicates
-    return parser.construct_document(node), duplicates
+    try:
+        return parser.construct_document(node), duplicates
+    except ValueError as exc:  # an integer of more than 4,300 digits, say
+        return NOT_LOADED, [("", f"a value that cannot be read: {str(exc).split(';')[0]}")]
 
 
 def describe(exc: yaml.YAMLError) -> str:

@@ -41,7 +41,13 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import yaml
 
 from toolloop_cli.errors import NestedTooDeep, TranscriptError
-from toolloop_cli.strict_json import MAX_DEPTH, deeper_than, strict_loads
+from toolloop_cli.strict_json import (
+    MAX_DEPTH,
+    DuplicateKeyError,
+    TooDeepError,
+    deeper_than,
+    strict_loads,
+)
 from toolloop_cli.tools import strict_yaml
 
 from .detect import answered_api, detect_api
@@ -177,11 +183,11 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
             data = _gunzipped(data, name)
         if data.startswith(HTTPRR_MAGIC):
             return _cassette(name, {"interactions": _httprr(data, name)})
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix("\ufeff")  # a BOM says nothing of the content
     except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or over the size limit
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise TranscriptError(f"transcript {name}: cannot read: {reason}") from exc
-    json_document = _as_json(text)
+    json_document = _as_json(name, text)
     if json_document is not None:
         return _cassette(name, json_document)
     try:
@@ -218,18 +224,31 @@ def _documents(name: str, text: str) -> Cassette:
         raise TranscriptError(f"transcript {name}: {exc}") from None
 
 
-def _as_json(text: str) -> dict[str, Any] | None:
-    """A cassette written as JSON (a HAR file, vcrpy's JSON serializer), read as JSON: YAML
-    reads most JSON, but not a character outside the BMP escaped as a surrogate pair
-    (``\\ud83d\\ude00``, what ``json.dumps`` writes for an emoji). None when the text is not
-    one strict JSON object (a duplicate key, say): YAML then reads it, or says what is wrong."""
-    if not text.lstrip().startswith("{"):
+def _as_json(name: str, text: str) -> dict[str, Any] | list[Any] | None:
+    """A cassette written as JSON (a HAR file, vcrpy's JSON serializer, a nock list), read as
+    JSON: YAML reads most JSON, but not a character outside the BMP escaped as a surrogate
+    pair (``\\ud83d\\ude00``, what ``json.dumps`` writes for an emoji), and it would read
+    ``1e-7`` as text. None when the text is no JSON (YAML then reads it, or says what is
+    wrong), repeats a key (YAML reads a key written twice with one value) or nests deeper
+    than strict JSON goes (YAML's own limit applies). JSON that is well-formed but holds what
+    has no exact value (NaN, a number out of range, a 5,000-digit integer, a lone surrogate)
+    is refused: YAML would read those tokens as text."""
+    if not text.lstrip().startswith(("{", "[")):
         return None
     try:
         value = strict_loads(text)
-    except (ValueError, RecursionError):
+    except (json.JSONDecodeError, DuplicateKeyError, TooDeepError):
         return None
-    return value if isinstance(value, dict) else None
+    except RecursionError:
+        raise TranscriptError(
+            f"transcript {name}: JSON nested deeper than {strict_yaml.MAX_DEPTH} levels"
+        ) from None
+    except ValueError as exc:
+        reason = str(exc).split(";")[0]
+        raise TranscriptError(
+            f"transcript {name}: JSON that cannot be read exactly: {reason}"
+        ) from None
+    return value if isinstance(value, dict | list) else None
 
 
 #: how gzip data starts once written as base64 (``1f 8b 08``): LangChain's first ``.yaml.gz``

@@ -97,6 +97,22 @@ def _bad_chunk(data: bytes) -> bytes:
     return data.replace(b"\r\n\r\n61\r\n", b"\r\n\r\nzz\r\n", 1)
 
 
+def _trailing(data: bytes) -> bytes:
+    """Bytes after the chunked body's last chunk, the record's counts made to fit them."""
+    head, first = data.split(b"\n", 2)[:2], data.split(b"\n", 2)[2]
+    request_size, response_size = map(int, head[1].split())
+    end = request_size + response_size
+    record = first[:end] + b"GARBAGE AFTER"
+    counts = b"%d %d" % (request_size, response_size + 13)
+    return head[0] + b"\n" + counts + b"\n" + record + first[end:]
+
+
+def _length_short(data: bytes) -> bytes:
+    return data.replace(b"Transfer-Encoding: chunked", b"Content-Length: 10", 1).replace(
+        b"\r\n\r\n61\r\n", b"\r\n\r\n", 1
+    )
+
+
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
@@ -104,7 +120,9 @@ def _bad_chunk(data: bytes) -> bytes:
         (_counts, "httprr record 0: its first line is not two byte counts"),
         (_no_blank_line, "httprr record 0: the request has no empty line after its headers"),
         (_status_line, "httprr record 0: status line 'HTTP/2.0 OK 200' is not"),
-        (_bad_chunk, "httprr record 0: the response body: chunked body: a chunk size line"),
+        (_bad_chunk, "httprr record 0: chunked body: a chunk size line"),
+        (_trailing, "httprr record 0: the response's record goes on for 13 bytes after the body"),
+        (_length_short, "httprr record 0: the response's record goes on for"),
     ],
 )
 def test_a_trace_that_does_not_parse_is_refused_naming_the_record(
@@ -113,3 +131,20 @@ def test_a_trace_that_does_not_parse_is_refused_naming_the_record(
     path = tmp_path / "broken.httprr"
     path.write_bytes(change(httprr("anthropic", "chunked")))
     refused(cli, path, problem)
+
+
+def test_an_answer_to_head_has_no_body_whatever_its_length_says(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """Go writes a HEAD answer's content-length and no body: the whole trace was refused with
+    "the body ended after 0 of 1234 bytes"."""
+    request = (
+        b"HEAD https://api.anthropic.com/v1/models HTTP/1.1\r\nHost: api.anthropic.com\r\n\r\n"
+    )
+    response = b"HTTP/2.0 200 OK\r\nContent-Length: 1234\r\nContent-Type: application/json\r\n\r\n"
+    head = b"%d %d\n" % (len(request), len(response)) + request + response
+    trace = httprr("anthropic", "length")
+    magic, records = trace.split(b"\n", 1)
+    path = tmp_path / "TestWithHead.httprr"
+    path.write_bytes(magic + b"\n" + head + records)
+    replays_as_recorded(cli, path, "anthropic")

@@ -183,6 +183,11 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
             data = _gunzipped(data, name)
         if data.startswith(HTTPRR_MAGIC):
             return _cassette(name, {"interactions": _httprr(data, name)})
+        if data.startswith(HTTPRR_MAGIC.replace(b"\n", b"\r\n")):
+            raise TranscriptError(
+                f"transcript {name}: an httprr trace whose lines end in CRLF (a checkout that"
+                " rewrote line ends?): its byte counts no longer fit, so it cannot be read"
+            )
         text = data.decode("utf-8").removeprefix("\ufeff")  # a BOM says nothing of the content
     except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or over the size limit
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

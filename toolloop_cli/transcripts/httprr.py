@@ -26,8 +26,6 @@ __all__ = ["HTTPRR_MAGIC", "httprr_interactions"]
 
 #: the first line of every trace
 HTTPRR_MAGIC = b"httprr trace v1\n"
-#: a body is bounded by its record (the whole file is capped when it is read)
-_NO_CAP = 1 << 62
 
 
 def httprr_interactions(data: bytes) -> list[dict[str, Any]]:
@@ -51,36 +49,43 @@ def httprr_interactions(data: bytes) -> list[dict[str, Any]]:
         response = data[at + sizes[0] : at + sum(sizes)]
         at += sum(sizes)
         try:
-            interactions.append({"request": _request(request), "response": _response(response)})
+            asked = _request(request)
+            interactions.append({"request": asked, "response": _response(response, asked)})
         except Problem as exc:
             raise Problem(f"httprr record {index}: {exc}") from None
     return interactions
 
 
 def _request(raw: bytes) -> dict[str, Any]:
-    line, headers, body = _message(raw, "request")
+    line, headers, rest = _message(raw, "request")
     parts = line.split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/"):
         raise Problem(f"request line {line[:80]!r} is not 'METHOD URI HTTP/x.y'")
+    body = _unframed(headers, rest, "request")
     return {"method": parts[0], "uri": parts[1], "headers": headers, "body": body}
 
 
-def _response(raw: bytes) -> dict[str, Any]:
-    line, headers, body = _message(raw, "response")
-    version, _, rest = line.partition(" ")
-    code, _, message = rest.partition(" ")
+def _response(raw: bytes, request: dict[str, Any]) -> dict[str, Any]:
+    line, headers, rest = _message(raw, "response")
+    version, _, after = line.partition(" ")
+    code, _, message = after.partition(" ")
     if not version.startswith("HTTP/") or not (len(code) == 3 and code.isdigit()):
         raise Problem(f"status line {line[:80]!r} is not 'HTTP/x.y CODE REASON'")
+    status = int(code)
+    # no body, whatever its content-length says: an answer to HEAD, a 1xx, 204 or 304
+    bodiless = request["method"] == "HEAD" or status < 200 or status in (204, 304)
+    if bodiless and rest:
+        raise Problem(f"a {status} answer to {request['method']} has a body, which it cannot")
+    body = rest if bodiless else _unframed(headers, rest, "response")
     return {
-        "status": {"code": int(code), "message": message},
+        "status": {"code": status, "message": message},
         "headers": headers,
         "body": {"string": body},
     }
 
 
 def _message(raw: bytes, what: str) -> tuple[str, dict[str, list[str]], bytes]:
-    """The start line, the headers (``transfer-encoding`` dropped once the body is unframed)
-    and the body of one HTTP/1.1 message."""
+    """The start line, the headers and what follows them, of one HTTP/1.1 message."""
     lines: list[str] = []
     at = 0
     while True:  # lines end in CRLF, or in LF alone (Go reads both; scrubbers write either)
@@ -101,11 +106,23 @@ def _message(raw: bytes, what: str) -> tuple[str, dict[str, list[str]], bytes]:
         if not colon or not name.strip() or name != name.strip():
             raise Problem(f"{what} header line {header[:80]!r} is not 'Name: value'")
         headers.setdefault(name.lower(), []).append(value.strip())
+    return lines[0], headers, rest
+
+
+def _unframed(headers: dict[str, list[str]], rest: bytes, what: str) -> bytes:
+    """The body framed by the headers (``transfer-encoding`` dropped once it is undone), or
+    all of ``rest`` when nothing frames it; a framing that does not fit the record refuses."""
     lengths, codings = headers.get("content-length", []), headers.get("transfer-encoding", [])
     if not lengths and not codings:
-        return lines[0], headers, rest
-    body = read_body(io.BytesIO(rest), lengths, codings, _NO_CAP)
+        return rest
+    framed = io.BytesIO(rest)
+    body = read_body(framed, lengths, codings, len(rest), what)
     if isinstance(body, Refused):
-        raise Problem(f"the {what} body: {body.message}")
+        if body.status == 413:
+            raise Problem(f"the {what} says more body than its record holds ({len(rest)} bytes)")
+        raise Problem(body.message)
+    left = len(rest) - framed.tell()
+    if left:  # Go writes exactly the framed body: more is a record that was edited
+        raise Problem(f"the {what}'s record goes on for {left} bytes after the body it frames")
     headers.pop("transfer-encoding", None)
-    return lines[0], headers, body
+    return body

@@ -39,31 +39,34 @@ class Refused:
     message: str
 
 
-def read_body(rfile: Reader, lengths: list[str], codings: list[str], cap: int) -> bytes | Refused:
+def read_body(
+    rfile: Reader, lengths: list[str], codings: list[str], cap: int, what: str = "request"
+) -> bytes | Refused:
     """The body framed by ``lengths`` (every ``content-length`` value) or ``codings`` (every
-    ``transfer-encoding`` value), at most ``cap`` bytes; or why it is refused."""
+    ``transfer-encoding`` value), at most ``cap`` bytes; or why it is refused. ``what`` names
+    the message in the reasons."""
     if codings:
         if lengths:
-            return Refused(400, "a request with both content-length and transfer-encoding")
+            return Refused(400, f"a {what} with both content-length and transfer-encoding")
         named = [c.strip().lower() for value in codings for c in value.split(",") if c.strip()]
         if named != ["chunked"]:
             shown = ", ".join(named) or "''"
             return Refused(501, f"transfer-encoding {shown} is not read (only chunked)")
-        return _chunked(rfile, cap)
+        return _chunked(rfile, cap, what)
     if len({v.strip() for v in lengths}) > 1 or not all(
         _LENGTH.fullmatch(v.strip()) for v in lengths
     ):
         return Refused(400, "content-length is not a byte count")
     length = int(lengths[0]) if lengths else 0
     if length > cap:
-        return Refused(413, f"request body over {cap} bytes")
+        return Refused(413, f"{what} body over {cap} bytes")
     body = rfile.read(length) if length > 0 else b""
     if len(body) < length:
         return Refused(400, f"the body ended after {len(body)} of {length} bytes")
     return body
 
 
-def _chunked(rfile: Reader, cap: int) -> bytes | Refused:
+def _chunked(rfile: Reader, cap: int, what: str) -> bytes | Refused:
     """A chunked body: sizes in hex, each chunk followed by CRLF, a 0 chunk, then trailers."""
     pieces: list[bytes] = []
     total = 0
@@ -77,7 +80,7 @@ def _chunked(rfile: Reader, cap: int) -> bytes | Refused:
             break
         total += size
         if total > cap:
-            return Refused(413, f"request body over {cap} bytes")
+            return Refused(413, f"{what} body over {cap} bytes")
         piece = rfile.read(size)
         if len(piece) < size or rfile.readline(3) not in (b"\r\n", b"\n"):
             return Refused(400, "chunked body: a chunk does not end where its size says")

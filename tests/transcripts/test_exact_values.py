@@ -82,3 +82,21 @@ def test_json_nested_past_every_limit_says_so(tmp_path: Path) -> None:
     path.write_text(nock("[" * 5000 + "]" * 5000))
     with pytest.raises(TranscriptError, match="JSON nested deeper than 128 levels"):
         load_cassette(path)
+
+
+def test_a_recording_of_more_interactions_than_one_replay_reads_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Millions of tiny records under the byte cap took gigabytes and minutes to read."""
+    from toolloop_cli.transcripts import cassette, httprr
+
+    monkeypatch.setattr(cassette, "MAX_INTERACTIONS", 3)
+    monkeypatch.setattr(httprr, "MAX_INTERACTIONS", 3)
+    with pytest.raises(TranscriptError, match="4 interactions, more than the 3 one replay reads"):
+        load_cassette(REFUND_OPENAI)  # its four exchanges
+    asked, answered = b"GET https://x/ HTTP/1.1\r\n\r\n", b"HTTP/1.1 204 No Content\r\n\r\n"
+    record = b"%d %d\n" % (len(asked), len(answered)) + asked + answered
+    trace = tmp_path / "many.httprr"
+    trace.write_bytes(b"httprr trace v1\n" + record * 4)
+    with pytest.raises(TranscriptError, match="more than 3 records, more than one replay reads"):
+        load_cassette(trace)

@@ -54,7 +54,15 @@ from .detect import answered_api, detect_api
 from .encoded import GZIP_MAGIC, Oversized, decoded, decompress
 from .httprr import HTTPRR_MAGIC, httprr_interactions
 from .layouts import recorded_exchanges, stream_exchanges
-from .shapes import CassetteLoader, Problem, body_of, headers_of, status_of, unbase64
+from .shapes import (
+    MAX_INTERACTIONS,
+    CassetteLoader,
+    Problem,
+    body_of,
+    headers_of,
+    status_of,
+    unbase64,
+)
 
 __all__ = [
     "GZIP_MAGIC",
@@ -296,6 +304,11 @@ def _cassette(name: str, document: Any) -> Cassette:
         raw, metadata = recorded_exchanges(document)
     except Problem as exc:
         raise TranscriptError(f"transcript {name}: {exc}") from None
+    if len(raw) > MAX_INTERACTIONS:
+        raise TranscriptError(
+            f"transcript {name}: {len(raw):,} interactions, more than the {MAX_INTERACTIONS:,}"
+            " one replay reads"
+        )
     interactions: list[Interaction] = []
     for index, node in enumerate(raw):
         try:

@@ -20,7 +20,7 @@ import io
 from typing import Any
 
 from .request_body import Refused, read_body
-from .shapes import Problem
+from .shapes import MAX_INTERACTIONS, Problem
 
 __all__ = ["HTTPRR_MAGIC", "httprr_interactions"]
 
@@ -34,6 +34,8 @@ def httprr_interactions(data: bytes) -> list[dict[str, Any]]:
     at = len(HTTPRR_MAGIC)
     while at < len(data):
         index = len(interactions)
+        if index == MAX_INTERACTIONS:
+            raise Problem(f"more than {MAX_INTERACTIONS:,} records, more than one replay reads")
         end = data.find(b"\n", at)
         counts = data[at:end].split(b" ") if end >= 0 else []
         if len(counts) != 2 or not all(c.isdigit() and len(c) <= 12 for c in counts):

@@ -34,6 +34,7 @@ import yaml
 from toolloop_cli.tools import strict_yaml
 
 __all__ = [
+    "MAX_INTERACTIONS",
     "CassetteLoader",
     "Exchange",
     "Problem",
@@ -52,6 +53,11 @@ _ISTR_TAGS = tuple(
     f"tag:yaml.org,2002:python/object/apply:{module}.istr"
     for module in ("multidict._multidict", "multidict._multidict_py", "multidict")
 )
+
+
+#: the most exchanges one recording may hold: each costs some kilobytes once read, so a file
+#: of millions of tiny records (under the byte cap) would take gigabytes and minutes
+MAX_INTERACTIONS = 50_000
 
 
 class Problem(ValueError):

@@ -97,7 +97,7 @@ def test_an_httpmock_recording_of_one_exchange_and_an_unquoted_date_header_is_re
         ),
         (
             lambda d: d.append({"interactions": []}),
-            "5 YAML documents, not one cassette",
+            "5 YAML documents, not one cassette: document 4 is no httpmock 'when'/'then'",
         ),
         (
             lambda d: d[2]["then"].update(status="OK", again={"a": 1}),
@@ -124,3 +124,27 @@ def test_a_key_repeated_in_a_later_document_is_refused_naming_that_document(
     result = cli("replay", str(path), "--registry", str(REGISTRY))
     assert result.exit_code == 2, result.output
     assert "document [1].then.status: duplicate key" in result.stderr
+
+
+def test_values_are_read_as_the_text_they_are_and_a_trailing_separator_holds_nothing(
+    tmp_path: Path,
+) -> None:
+    """YAML read ``2025-03-11T16:38:02Z`` as a date and wrote it back as
+    ``2025-03-11T16:38:02+00:00``; ``off`` became ``false``, ``1.10`` became ``1.1``."""
+    from toolloop_cli.transcripts.cassette import load_cassette
+
+    documents = httpmock("anthropic")
+    documents[0]["then"]["header"] += [
+        {"name": "anthropic-ratelimit-requests-reset", "value": "2025-03-11T16:38:02Z"},
+        {"name": "x-off", "value": "off"},
+    ]
+    documents[0]["when"]["query_param"] = [{"name": "v", "value": "1.10"}]
+    text = yaml.safe_dump_all(documents, sort_keys=False)
+    for value in ("2025-03-11T16:38:02Z", "off", "1.10"):
+        text = text.replace(f"'{value}'", value)  # as httpmock writes them: unquoted
+    path = tmp_path / "values.yaml"
+    path.write_text(text + "---\n")
+    first = load_cassette(path).interactions[0]
+    assert first.response.headers["anthropic-ratelimit-requests-reset"] == ["2025-03-11T16:38:02Z"]
+    assert first.response.headers["x-off"] == ["off"]
+    assert first.request.uri.endswith("?v=1.10")

@@ -52,12 +52,14 @@ from toolloop_cli.tools import strict_yaml
 
 from .detect import answered_api, detect_api
 from .encoded import GZIP_MAGIC, Oversized, decoded, decompress
+from .httpmock import is_httpmock
 from .httprr import HTTPRR_MAGIC, httprr_interactions
 from .layouts import recorded_exchanges, stream_exchanges
 from .shapes import (
     MAX_INTERACTIONS,
     CassetteLoader,
     Problem,
+    TextScalarsLoader,
     body_of,
     headers_of,
     status_of,
@@ -215,6 +217,8 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
     if problems:
         where, problem = problems[0]
         raise TranscriptError(f"transcript {name}: {where or '<document>'}: {problem}")
+    if is_httpmock([document]):  # its values as the text they are: read again
+        document = strict_yaml.load(text, TextScalarsLoader, same_value_repeats=True)[0]
     return _cassette(name, document)
 
 
@@ -225,7 +229,7 @@ def _not_yaml(name: str, exc: yaml.YAMLError) -> TranscriptError:
 def _documents(name: str, text: str) -> Cassette:
     """A YAML stream of several documents: an httpmock recording, one exchange each."""
     try:
-        documents, problems = strict_yaml.load_all(text, CassetteLoader, same_value_repeats=True)
+        documents, problems = strict_yaml.load_all(text, TextScalarsLoader, same_value_repeats=True)
     except yaml.YAMLError as exc:
         raise _not_yaml(name, exc) from exc
     if problems:

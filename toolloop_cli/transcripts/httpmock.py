@@ -10,14 +10,14 @@ A recording is a YAML stream, one document per exchange::
     ...
 
 Each document becomes a vcrpy interaction, in order. The recording keeps no host: the URI is
-the path and its query, which is all a replay reads of it. A document that is not that shape
-is a ``Problem`` naming it (counted from 0).
+the path and its query, which is all a replay reads of it. Its scalars are read as the text
+they are (``shapes.TextScalarsLoader``): values are written unquoted. A document that is not
+that shape is a ``Problem`` naming it (counted from 0).
 """
 
 from __future__ import annotations
 
 import binascii
-import datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -70,11 +70,9 @@ def _pairs(node: Any, where: str) -> list[tuple[str, str]]:
         if not isinstance(pair, dict):
             raise Problem(f"{where} holds {pair!r}, not {{name, value}}")
         name, value = pair.get("name"), pair.get("value")
-        if isinstance(value, datetime.date):  # written unquoted (anthropic-version: 2023-06-01)
-            value = value.isoformat()
-        if not isinstance(name, str) or not isinstance(value, str | int | float | bool):
+        if not isinstance(name, str) or not isinstance(value, str):
             raise Problem(f"{where} holds {pair!r}, not {{name, value}}")
-        pairs.append((name, value if isinstance(value, str) else str(value).lower()))
+        pairs.append((name, value))
     return pairs
 
 

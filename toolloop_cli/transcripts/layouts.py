@@ -57,13 +57,15 @@ def recorded_exchanges(document: Any) -> tuple[list[Any], dict[str, Any]]:
 
 
 def stream_exchanges(documents: list[Any]) -> list[dict[str, Any]]:
-    """A YAML stream of several documents: an httpmock recording, one exchange each."""
-    if not is_httpmock(documents):
-        raise Problem(
-            f"{len(documents)} YAML documents, not one cassette (a stream of documents is read"
-            " when each is an httpmock 'when'/'then' exchange)"
-        )
-    return httpmock_interactions(documents)
+    """A YAML stream of several documents: an httpmock recording, one exchange each (an
+    empty document, such as a trailing ``---`` leaves, holds none)."""
+    for index, document in enumerate(documents):
+        if document is not None and not is_httpmock([document]):
+            raise Problem(
+                f"{len(documents)} YAML documents, not one cassette: document {index} is no"
+                " httpmock 'when'/'then' exchange (a stream is read when each document is one)"
+            )
+    return httpmock_interactions([d for d in documents if d is not None])
 
 
 def _listed(document: list[Any]) -> list[Any]:

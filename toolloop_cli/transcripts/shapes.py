@@ -36,6 +36,7 @@ from toolloop_cli.tools import strict_yaml
 __all__ = [
     "MAX_INTERACTIONS",
     "CassetteLoader",
+    "TextScalarsLoader",
     "Exchange",
     "Problem",
     "body_of",
@@ -113,6 +114,18 @@ def _istr(loader: CassetteLoader, node: yaml.Node) -> str:
 
 for _tag in _ISTR_TAGS:
     CassetteLoader.add_constructor(_tag, _istr)
+
+
+class TextScalarsLoader(CassetteLoader):
+    """Every plain scalar but ``null`` as the text it is: httpmock writes header and query
+    values unquoted (``2025-03-11T16:38:02Z``, ``off``, ``1.10``), which YAML would turn into
+    a date, a bool and a float, and back into other text."""
+
+
+for _tag in ("bool", "int", "float", "timestamp"):
+    TextScalarsLoader.add_constructor(
+        f"tag:yaml.org,2002:{_tag}", TextScalarsLoader.construct_scalar
+    )
 
 
 def _ruby_binary(loader: CassetteLoader, node: yaml.Node) -> bytes:

@@ -69,10 +69,20 @@ def test_a_session_record_replays_as_the_recording_does(
             "Entries[1].ResponseHeaders 'Date' is not text",
         ),
         (
-            lambda d: d["Entries"][1].update(ResponseBody=["data: {}\n", "b64:%%"]),
-            "Entries[1].ResponseBody line 'b64:%%' says b64: but is not base64",
+            lambda d: d["Entries"][1].update(
+                RequestBody=["--b\r\n", "b64:%%"],
+                RequestHeaders={"Content-Type": "multipart/form-data; boundary=b"},
+            ),
+            "Entries[1].RequestBody line 'b64:%%' says b64: but is not base64",
         ),
-        (lambda d: d["Entries"][1].update(ResponseBody=5), "Entries[1].ResponseBody is not JSON"),
+        (
+            lambda d: d["Entries"][1].update(ResponseBody=5),
+            "Entries[1].ResponseBody is 5: not JSON",
+        ),
+        (
+            lambda d: d["Entries"][1].update(ResponseBody="%%", ResponseHeaders={}),
+            "Entries[1].ResponseBody is not text by its content type, and not base64",
+        ),
     ],
 )
 def test_a_session_record_that_is_not_one_is_refused_naming_the_entry(
@@ -83,3 +93,33 @@ def test_a_session_record_that_is_not_one_is_refused_naming_the_entry(
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(document))
     refused(cli, path, problem)
+
+
+def test_bodies_are_read_as_the_proxys_own_reader_gives_them_back() -> None:
+    """``[]`` was served as the two bytes ``[]``; a body the proxy kept as base64 (not text
+    by its content type) as its base64 text; a multipart body holding the proxy's ``[]``
+    marker of an empty part was written out as a JSON list."""
+    from toolloop_cli.transcripts.session_records import session_interactions
+
+    octets = {"Content-Type": "application/octet-stream"}
+    multipart = {"Content-Type": "multipart/form-data; boundary=b"}
+    plain = {"Content-Type": "text/plain"}
+    entries = [
+        {"RequestUri": "https://x/f", "RequestMethod": "DELETE", "RequestHeaders": {},
+         "RequestBody": [], "StatusCode": 204, "ResponseHeaders": {}, "ResponseBody": []},
+        {"RequestUri": "https://x/f", "RequestMethod": "GET", "RequestHeaders": {},
+         "RequestBody": None, "StatusCode": 200, "ResponseHeaders": octets,
+         "ResponseBody": "aGVsbG8Ad29ybGQ="},
+        {"RequestUri": "https://x/f", "RequestMethod": "POST", "RequestHeaders": multipart,
+         "RequestBody": ["--b\r\n", "b64:aGk=", [], "\r\n--b--\r\n"], "StatusCode": 200,
+         "ResponseHeaders": plain, "ResponseBody": ["b64:not decoded in plain text\n"]},
+    ]  # fmt: skip
+    bodies = [
+        (i["request"]["body"], i["response"]["body"]["string"])
+        for i in session_interactions({"Entries": entries}) or []
+    ]
+    assert bodies == [
+        (b"", b""),
+        (None, b"hello\x00world"),
+        (b"--b\r\nhi\r\n--b--\r\n", b"b64:not decoded in plain text\n"),
+    ]

@@ -6,10 +6,8 @@ A session record is JSON::
                   "RequestBody", "StatusCode", "ResponseHeaders", "ResponseBody"}, ...],
      "Variables": {...}}
 
-Each entry becomes a vcrpy interaction, in order. A body is kept parsed when it was JSON (an
-object or an array), as text lines when it was other text (an event stream: each line with
-its own line break, so the lines joined are the body; a line the proxy wrote as ``b64:…``
-holds bytes), as a string, or null for none. An entry that is not that shape is a
+Each entry becomes a vcrpy interaction, in order, its bodies as the proxy's own reader
+(``RecordEntry``) gives them back (``_body``). An entry that is not that shape is a
 ``Problem`` naming it.
 """
 
@@ -44,14 +42,16 @@ def session_interactions(document: dict[Any, Any]) -> list[dict[str, Any]] | Non
         uri, method = entry.get("RequestUri"), entry.get("RequestMethod")
         if not isinstance(uri, str) or not isinstance(method, str):
             raise Problem(f"{where} has no 'RequestUri' and 'RequestMethod' strings")
+        asked = _headers(entry.get("RequestHeaders"), f"{where}.RequestHeaders")
+        answered = _headers(entry.get("ResponseHeaders"), f"{where}.ResponseHeaders")
         exchange = Exchange(
             method,
             uri,
-            _headers(entry.get("RequestHeaders"), f"{where}.RequestHeaders"),
-            _body(entry.get("RequestBody"), f"{where}.RequestBody"),
+            asked,
+            _body(entry.get("RequestBody"), asked, f"{where}.RequestBody"),
             entry.get("StatusCode"),
-            _headers(entry.get("ResponseHeaders"), f"{where}.ResponseHeaders"),
-            _body(entry.get("ResponseBody"), f"{where}.ResponseBody"),
+            answered,
+            _body(entry.get("ResponseBody"), answered, f"{where}.ResponseBody"),
         )
         interactions.append(exchange.interaction())
     return interactions
@@ -71,21 +71,54 @@ def _headers(node: Any, where: str) -> dict[str, list[str]]:
     return headers
 
 
-def _body(node: Any, where: str) -> bytes | None:
-    """The body's bytes: JSON written back as JSON, text lines joined, a string as it is."""
+def _body(node: Any, headers: dict[str, list[str]], where: str) -> bytes | None:
+    """The body's bytes as the proxy's own reader gives them back: ``[]`` is an empty body,
+    JSON (an object, or an array that is no list of lines) is written back as JSON, text
+    lines are joined (in a multipart body a ``b64:`` line holds bytes and a nested ``[]``
+    marks an empty part), a string is text under a text content type and base64 of the bytes
+    under any other (or none)."""
+    kind = _content_type(headers)
     if node is None:
         return None
+    if node == []:
+        return b""
     if isinstance(node, str):
-        return node.encode("utf-8")
-    if isinstance(node, list) and node and all(isinstance(line, str) for line in node):
-        return b"".join(_line(line, where) for line in node)
+        return node.encode("utf-8") if _textual(kind) else _base64(node, where)
+    if isinstance(node, list) and all(isinstance(line, str) or line == [] for line in node):
+        multipart = kind.startswith("multipart/")
+        return b"".join(_line(line, multipart, where) for line in node if line != [])
     if isinstance(node, dict | list):
         return json.dumps(node, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    raise Problem(f"{where} is not JSON, text lines, a string or null")
+    raise Problem(
+        f"{where} is {json.dumps(node)[:40]}: not JSON text, text lines, a string or null"
+    )
 
 
-def _line(line: str, where: str) -> bytes:
-    if not line.startswith(_BYTES_LINE):
+def _content_type(headers: dict[str, list[str]]) -> str:
+    for name, values in headers.items():
+        if name.lower() == "content-type" and values:
+            return values[0].split(";")[0].strip().lower()
+    return ""
+
+
+def _textual(kind: str) -> bool:
+    """Whether the proxy keeps a body of this content type as text (else as base64)."""
+    return (
+        kind.startswith("text/")
+        or kind in ("application/json", "application/xml", "application/x-www-form-urlencoded")
+        or kind.endswith(("+json", "+xml"))
+    )
+
+
+def _base64(text: str, where: str) -> bytes:
+    try:
+        return unbase64(text)
+    except binascii.Error as exc:
+        raise Problem(f"{where} is not text by its content type, and not base64: {exc}") from None
+
+
+def _line(line: str, multipart: bool, where: str) -> bytes:
+    if not (multipart and line.startswith(_BYTES_LINE)):
         return line.encode("utf-8")
     try:
         return unbase64(line[len(_BYTES_LINE) :])

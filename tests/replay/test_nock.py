@@ -91,3 +91,21 @@ def test_a_nock_recording_that_is_not_one_is_refused_naming_the_definition(
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(document))
     refused(cli, path, problem)
+
+
+def test_a_path_given_as_a_whole_url_is_not_glued_to_the_scope(cli: Invoke, tmp_path: Path) -> None:
+    definitions = nock("openai", "json")
+    for definition in definitions:
+        definition["path"] = "https://api.openai.com/v1/responses"
+    path = tmp_path / "refund.json"
+    path.write_text(json.dumps(definitions))
+    replays_as_recorded(cli, path, "openai")
+
+
+def test_a_header_value_that_is_no_text_is_refused(cli: Invoke, tmp_path: Path) -> None:
+    """``true`` was read as the header value "True"."""
+    definitions = nock("openai", "json")
+    definitions[1]["rawHeaders"] = ["x-flag", True]
+    path = tmp_path / "refund.json"
+    path.write_text(json.dumps(definitions))
+    refused(cli, path, "nock definition 1 headers: 'x-flag' is not a header name with a text value")

@@ -296,7 +296,7 @@ MALFORMED = [
         "not valid YAML at line 2, column 3: did not find expected node",
     ),
     ("- just\n- a list\n", "a list, but not of interactions"),
-    ("", "not a YAML mapping"),
+    ("", "the file holds nothing"),
     ("version: 1\n", "no 'interactions' list"),
     ("interactions: {request: {}}\n", "no 'interactions' list"),
     ("interactions:\n- 42\n", "interaction 0: not a mapping"),

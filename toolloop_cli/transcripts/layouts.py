@@ -37,6 +37,8 @@ def recorded_exchanges(document: Any) -> tuple[list[Any], dict[str, Any]]:
     ``Problem`` when it is no recording toolloop reads."""
     if isinstance(document, list):
         return _listed(document), {}
+    if document is None:
+        raise Problem("the file holds nothing (no YAML or JSON document)")
     if not isinstance(document, dict):
         raise Problem("not a YAML mapping")
     if is_httpmock([document]):  # an httpmock recording of one exchange

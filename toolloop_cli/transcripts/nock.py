@@ -44,7 +44,7 @@ def nock_interactions(definitions: list[dict[str, Any]]) -> list[dict[str, Any]]
         headers = definition.get("rawHeaders", definition.get("headers"))
         exchange = Exchange(
             method,
-            scope.rstrip("/") + path,
+            path if "://" in path else scope.rstrip("/") + path,  # a path given as a whole URL
             _headers(definition.get("reqheaders"), f"{where} 'reqheaders'"),
             _request_body(definition.get("body")),
             definition.get("status", 200),
@@ -70,7 +70,7 @@ def _headers(node: Any, where: str) -> dict[str, list[str]]:
         raise Problem(f"{where} are not a list or a mapping")
     headers: dict[str, list[str]] = {}
     for name, value in pairs:
-        if not isinstance(name, str) or not isinstance(value, str | int):
+        if not isinstance(name, str) or not isinstance(value, str | int) or isinstance(value, bool):
             raise Problem(f"{where}: {name!r} is not a header name with a text value")
         headers.setdefault(name, []).append(str(value))
     return headers

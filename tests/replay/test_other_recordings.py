@@ -241,6 +241,20 @@ def test_a_tool_loop_replays_as_recorded_streamed_or_not(
     assert out["final_text"]
 
 
+def test_interactions_results_inside_a_user_input_step_are_the_recorded_results(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """rig sends its results inside a ``user_input`` step, and the API answers them: they
+    were not seen, so the replay answered "the recording has no result" (exit 17)."""
+    loop = interactions_loop(False)
+    body = json.loads(loop[1]["request"]["body"])
+    body["input"] = [{"type": "user_input", "content": body["input"]}]
+    loop[1]["request"]["body"] = json.dumps(body)
+    code, out = replay(cli, write(tmp_path, loop))
+    assert (code, out["state"], out["divergences"]) == (0, "COMPLETED", [])
+    assert calls(out) == EXPECTED
+
+
 # -- recorded retries -----------------------------------------------------------------------------
 
 #: provider → (status, error body, headers) of an answer a client retries

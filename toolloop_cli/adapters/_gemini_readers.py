@@ -212,10 +212,17 @@ class InteractionsReader:
         return settings_said(body.get("model"), limit, instructions, stream)
 
     def request_results(self, body: Any) -> list[RecordedResult]:
+        """The ``function_result`` steps, whether on their own or inside a ``user_input``
+        step's content (rig sends them so, and the API answers it)."""
+        found: list[JSONObject] = []
+        for item in self.request_items(body):
+            if item.get("type") == "function_result":
+                found.append(item)
+            elif item.get("type") == "user_input" and isinstance(item.get("content"), list):
+                found += [c for c in objects(item["content"]) if c.get("type") == "function_result"]
         return [
             result(item.get("call_id"), item.get("result"), item.get("is_error"), item.get("name"))
-            for item in self.request_items(body)
-            if item.get("type") == "function_result"
+            for item in found
         ]
 
     def comparable(self, item: Any) -> Any:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -54,14 +53,21 @@ def synthetic_call_id(response_id: str | None, ordinal: int, call: JSONObject) -
     return f"{SYNTHETIC_PREFIX}{hashlib.sha256(seed.encode()).hexdigest()[:16]}_{ordinal}"
 
 
-#: exactly what ``synthetic_call_id`` makes (the engine may add ``_t<turn>`` to keep it apart
-#: from an earlier turn's): a provider's id that only starts like one is its own
-_SYNTHETIC = re.compile(rf"{SYNTHETIC_PREFIX}[0-9a-f]{{16}}_[0-9]+(?:_t[0-9]+)?")
-
-
 def is_synthetic_call_id(call_id: str) -> bool:
-    """Whether ``call_id`` was made by ``synthetic_call_id`` (no id came with the call)."""
-    return _SYNTHETIC.fullmatch(call_id) is not None
+    """Whether ``call_id`` is exactly what ``synthetic_call_id`` makes (``gcall_``, 16 hex
+    digits, ``_`` and the ordinal; the engine may add ``_t<turn>`` to keep it apart from an
+    earlier turn's): a provider's id that only starts like one is its own."""
+    digest, sep, tail = call_id.removeprefix(SYNTHETIC_PREFIX).partition("_")
+    if not call_id.startswith(SYNTHETIC_PREFIX) or not sep or len(digest) != 16:
+        return False
+    if any(c not in "0123456789abcdef" for c in digest):
+        return False
+    ordinal, turn_sep, turn = tail.partition("_t")
+    return _number(ordinal) and (not turn_sep or _number(turn))
+
+
+def _number(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 def _says_something(part: Any) -> bool:

@@ -15,10 +15,9 @@ that is not that shape is a ``Problem`` naming it.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from .shapes import Exchange, Problem
+from .shapes import Exchange, Problem, json_bytes
 
 __all__ = ["is_nock", "nock_interactions"]
 
@@ -41,15 +40,16 @@ def nock_interactions(definitions: list[dict[str, Any]]) -> list[dict[str, Any]]
         method = definition.get("method", "GET")
         if not all(isinstance(v, str) for v in (scope, path, method)):
             raise Problem(f"{where}: 'scope', 'path' and 'method' are not text")
-        headers = definition.get("rawHeaders", definition.get("headers"))
+        raw_headers = definition.get("rawHeaders", definition.get("headers"))
+        answered = _headers(raw_headers, f"{where} headers")
         exchange = Exchange(
             method,
             path if "://" in path else scope.rstrip("/") + path,  # a path given as a whole URL
             _headers(definition.get("reqheaders"), f"{where} 'reqheaders'"),
-            _request_body(definition.get("body")),
+            _request_body(definition.get("body"), where),
             definition.get("status", 200),
-            _headers(headers, f"{where} headers"),
-            _answer(definition, where),
+            answered,
+            _answer(definition, answered, where),
         )
         interactions.append(exchange.interaction())
     return interactions
@@ -80,38 +80,30 @@ def _listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def _request_body(body: Any) -> bytes | None:
+def _request_body(body: Any, where: str) -> bytes | None:
     """What nock kept of the request: parsed JSON, or the text (empty for none)."""
     if body is None or body == "":
         return None
     if isinstance(body, str):
         return body.encode("utf-8")
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return json_bytes(body, f"{where} 'body'")
 
 
-def _answer(definition: dict[str, Any], where: str) -> bytes | None:
+def _answer(definition: dict[str, Any], headers: dict[str, list[str]], where: str) -> bytes | None:
+    """The answer's bytes: hex when nock kept bytes (one string with ``responseIsBinary``, a
+    string per chunk when a ``content-encoding`` header says it was encoded), else the text
+    or the parsed JSON it kept."""
     response = definition.get("response")
     if response is None:
         return None
     binary = definition.get("responseIsBinary") is True
+    encoded = any(name.lower() == "content-encoding" for name in headers)
     try:
         if isinstance(response, list) and all(isinstance(c, str) for c in response):
-            if response and _encoded(definition):
+            if response and encoded:
                 return b"".join(bytes.fromhex(chunk) for chunk in response)
         if isinstance(response, str):
             return bytes.fromhex(response) if binary else response.encode("utf-8")
     except ValueError:
         raise Problem(f"{where}: 'response' says it holds bytes but is not hex") from None
-    return json.dumps(response, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def _encoded(definition: dict[str, Any]) -> bool:
-    """Whether the answer's headers name a ``content-encoding`` (nock then keeps its chunks)."""
-    headers = definition.get("rawHeaders", definition.get("headers"))
-    if isinstance(headers, list):
-        names = headers[::2]
-    elif isinstance(headers, dict):
-        names = list(headers)
-    else:
-        return False
-    return any(isinstance(n, str) and n.lower() == "content-encoding" for n in names)
+    return json_bytes(response, f"{where} 'response'")

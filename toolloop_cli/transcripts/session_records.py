@@ -17,7 +17,7 @@ import binascii
 import json
 from typing import Any
 
-from .shapes import Exchange, Problem, unbase64
+from .shapes import Exchange, Problem, json_bytes, unbase64
 
 __all__ = ["ENTRIES_KEY", "session_interactions"]
 
@@ -88,7 +88,7 @@ def _body(node: Any, headers: dict[str, list[str]], where: str) -> bytes | None:
         multipart = kind.startswith("multipart/")
         return b"".join(_line(line, multipart, where) for line in node if line != [])
     if isinstance(node, dict | list):
-        return json.dumps(node, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return json_bytes(node, where)
     raise Problem(
         f"{where} is {json.dumps(node)[:40]}: not JSON text, text lines, a string or null"
     )

@@ -41,6 +41,7 @@ __all__ = [
     "Problem",
     "body_of",
     "headers_of",
+    "json_bytes",
     "status_of",
     "unbase64",
 ]
@@ -200,7 +201,7 @@ def body_of(node: dict[str, Any], where: str) -> bytes | None:
             return content.encode("utf-8")
         if content is not None:
             raise Problem(f"{where} 'content' is not text")
-        return _json_bytes(node["parsed_body"], where) if "parsed_body" in node else None
+        return json_bytes(node["parsed_body"], where) if "parsed_body" in node else None
     if node.get("binary") is True and isinstance(body, str):
         return _exvcr_binary(body, where)
     if isinstance(body, str):
@@ -218,9 +219,9 @@ def body_of(node: dict[str, Any], where: str) -> bytes | None:
         raise Problem(f"{where} body 'string' is not text or !!binary")
     if isinstance(body, dict) and set(body) == {"type", "content"} and body["type"] in _TYPED:
         content = body["content"]
-        return content.encode("utf-8") if isinstance(content, str) else _json_bytes(content, where)
+        return content.encode("utf-8") if isinstance(content, str) else json_bytes(content, where)
     if isinstance(body, dict | list):
-        return _json_bytes(body, where)
+        return json_bytes(body, where)
     raise Problem(f"{where} 'body' is not a string, a mapping or null")
 
 
@@ -264,7 +265,9 @@ def unbase64(text: str | bytes) -> bytes:
     return base64.b64decode(b"".join(text.split()), validate=True)
 
 
-def _json_bytes(value: Any, where: str) -> bytes:
+def json_bytes(value: Any, where: str) -> bytes:
+    """A body a recorder kept parsed, written back as compact JSON (a date YAML read as one
+    becomes its ISO text)."""
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
     except (TypeError, ValueError) as exc:

@@ -100,6 +100,8 @@ class _Open:
     order: int = 0
     #: how many tool results its last request carried
     results: int = 0
+    #: the call ids its first request carries results for
+    opening_results: frozenset[str] = frozenset()
 
     @property
     def last(self) -> ModelTurn | None:
@@ -185,14 +187,15 @@ def split_conversations(cassette: Cassette) -> Split:
             )
         items = comparable_items(interaction.api, body)
         key = continues_from(interaction.api, body)
-        results = len(request_results(interaction.api, body))
-        target = _find(opened[-MAX_OPEN:], interaction.api, items, key, results)
+        answered = [r.call_id for r in request_results(interaction.api, body)]
+        target = _find(opened[-MAX_OPEN:], interaction.api, items, key, len(answered))
         if target is None:
-            target = _Open(interaction.api, items, order=len(opened))
+            opening = frozenset(i for i in answered if i is not None)
+            target = _Open(interaction.api, items, order=len(opened), opening_results=opening)
             opened.append(target)
-        target.add(index, interaction, items, key, results)
-    ordered = sorted(opened, key=lambda o: o.order)
-    split.conversations = [o.close(_answered_by(o, ordered)) for o in ordered]
+        target.add(index, interaction, items, key, len(answered))
+    openers = _openers(opened)
+    split.conversations = [o.close(_answered_by(o, openers)) for o in opened]
     if not split.conversations:
         raise TranscriptError(
             f"transcript {cassette.path}: no model API request (a POST with a JSON body) to replay"
@@ -200,7 +203,16 @@ def split_conversations(cassette: Cassette) -> Split:
     return split
 
 
-def _answered_by(conversation: _Open, ordered: list[_Open]) -> int | None:
+def _openers(opened: list[_Open]) -> dict[tuple[Api, str], list[_Open]]:
+    """The conversations (in order) whose first request carries a result for each call id."""
+    by_call: dict[tuple[Api, str], list[_Open]] = {}
+    for conversation in opened:
+        for call_id in conversation.opening_results:
+            by_call.setdefault((conversation.api, call_id), []).append(conversation)
+    return by_call
+
+
+def _answered_by(conversation: _Open, openers: dict[tuple[Api, str], list[_Open]]) -> int | None:
     """The first request of a later conversation that carries results for every call of
     ``conversation``'s last answer, by call id (a client that rewrote the history before them,
     so the request could not join it); None when there is none."""
@@ -208,12 +220,8 @@ def _answered_by(conversation: _Open, ordered: list[_Open]) -> int | None:
     ids = {call.call_id for call in last.calls} if last is not None else set()
     if not ids or "" in ids:
         return None
-    for later in ordered:
-        if later.order <= conversation.order or later.api != conversation.api:
-            continue
-        first = later.interactions[0].request.json()
-        answered = {result.call_id for result in request_results(later.api, first)}
-        if ids <= answered:
+    for later in openers.get((conversation.api, min(ids)), []):
+        if later.order > conversation.order and ids <= later.opening_results:
             return later.indices[0]
     return None
 

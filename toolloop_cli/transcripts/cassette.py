@@ -37,10 +37,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import yaml
 
 from toolloop_cli.errors import NestedTooDeep, TranscriptError
-from toolloop_cli.strict_json import (
-    MAX_DEPTH,
-    deeper_than,
-)
+from toolloop_cli.strict_json import MAX_DEPTH, deeper_than
 
 from .detect import answered_api, detect_api
 from .encoded import GZIP_MAGIC, decoded
